@@ -1,0 +1,374 @@
+"""Measure memory across a whole process tree, truthfully.
+
+``track_memory()`` samples this process and every descendant (also ones started after it began)
+from a background thread: RSS, USS and PSS of each process, the bytes used in ``/dev/shm``, the
+cgroup's memory counter where it is readable, and tracemalloc's peak in this process. All values
+are bytes. Why several measures: RSS counts a shared page once per process that maps it (N readers
+of one segment sum to ~N arrays), USS counts only private pages, PSS divides each page among the
+processes mapping it (so the tree's PSS sum counts a shared array once), tracemalloc sees only this
+process's Python-side allocations, and ``/dev/shm`` holds segments no process maps any more.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import psutil
+
+from helpers import system
+from helpers.units import format_bytes
+
+DEFAULT_INTERVAL = 0.01  # seconds between samples
+MAX_CPU_SHARE = 0.05  # the sampler waits longer when one sample costs more than this share
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    """One process's memory at one instant, in bytes."""
+
+    rss: int
+    uss: int
+    pss: int
+
+
+@dataclass(frozen=True)
+class TreeSample:
+    """The whole tree at one instant: per-process figures and their sums, in bytes.
+
+    ``time`` is seconds since tracking began; ``shm`` and ``cgroup`` are bytes above their
+    level when tracking began (``cgroup`` is None where the counter is not readable).
+    """
+
+    time: float
+    processes: dict[int, ProcessMemory]
+    shm: int
+    cgroup: int | None
+
+    @property
+    def rss(self) -> int:
+        """Sum of RSS over the tree (double counts shared pages)."""
+        return sum(p.rss for p in self.processes.values())
+
+    @property
+    def uss(self) -> int:
+        """Sum of USS over the tree (misses shared pages entirely)."""
+        return sum(p.uss for p in self.processes.values())
+
+    @property
+    def pss(self) -> int:
+        """Sum of PSS over the tree (each mapped page counted once)."""
+        return sum(p.pss for p in self.processes.values())
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """Medians over a window of samples, in bytes: what the tree holds once it settled."""
+
+    rss: float
+    uss: float
+    pss: float
+    shm: float
+    cgroup: float | None
+    samples: int
+
+
+@dataclass
+class MemoryReport:
+    """What ``track_memory`` saw. Peaks and timelines are filled when the block exits.
+
+    Peaks are bytes: ``peak_rss``/``peak_uss``/``peak_pss`` are sums over the tree at the worst
+    sample, ``peak_shm`` and ``peak_cgroup`` are above their level at start, ``peak_tracemalloc``
+    is the most this process's Python-side allocations grew above their level at start.
+    """
+
+    interval: float
+    samples: list[TreeSample] = field(default_factory=list)
+    marks: dict[str, float] = field(default_factory=dict)
+    process_labels: dict[int, str] = field(default_factory=dict)
+    peak_rss: int = 0
+    peak_uss: int = 0
+    peak_pss: int = 0
+    peak_shm: int = 0
+    peak_cgroup: int | None = None
+    peak_tracemalloc: int | None = None
+    duration: float = 0.0
+    sampler_cpu_seconds: float = 0.0
+    sampler_thread_id: int | None = None
+    _clock_start: float = field(default_factory=time.perf_counter, repr=False)
+
+    def mark(self, label: str) -> float:
+        """Remember this instant under ``label`` (seconds since tracking began) and return it."""
+        now = time.perf_counter() - self._clock_start
+        self.marks[label] = now
+        return now
+
+    @property
+    def baseline(self) -> TreeSample:
+        """The first sample, taken as the block began."""
+        return self.samples[0]
+
+    def window(self, start: str | float, end: str | float | None = None) -> list[TreeSample]:
+        """The samples between two marks (labels or seconds since tracking began)."""
+        t0 = self.marks[start] if isinstance(start, str) else start
+        t1 = self.marks[end] if isinstance(end, str) else (end if end is not None else float("inf"))
+        return [s for s in self.samples if t0 <= s.time <= t1]
+
+    def steady(self, start: str | float, end: str | float | None = None) -> SteadyState:
+        """Median tree RSS/USS/PSS, shm and cgroup (bytes) between two marks.
+
+        Use it for "what does the tree hold": a polled sum overshoots while processes attach,
+        because processes are read one after another.
+        """
+        chosen = self.window(start, end)
+        if not chosen:
+            raise ValueError(f"no samples between {start!r} and {end!r}; hold the state longer")
+        cgroups = [s.cgroup for s in chosen if s.cgroup is not None]
+        return SteadyState(
+            rss=statistics.median(s.rss for s in chosen),
+            uss=statistics.median(s.uss for s in chosen),
+            pss=statistics.median(s.pss for s in chosen),
+            shm=statistics.median(s.shm for s in chosen),
+            cgroup=statistics.median(cgroups) if cgroups else None,
+            samples=len(chosen),
+        )
+
+    def timeline(self, measure: str = "pss") -> tuple[list[float], dict[int, list[float]], list[float]]:
+        """Times (s), per-process values and tree totals (bytes) of one measure: rss, uss or pss.
+
+        A process absent from a sample (not yet started, or already gone) has NaN there.
+        """
+        if measure not in ("rss", "uss", "pss"):
+            raise ValueError(f"measure must be 'rss', 'uss' or 'pss', got {measure!r}")
+        times = [s.time for s in self.samples]
+        per_process: dict[int, list[float]] = {}
+        for pid in self.process_labels:
+            per_process[pid] = [
+                getattr(s.processes[pid], measure) if pid in s.processes else float("nan")
+                for s in self.samples
+            ]
+        totals = [getattr(s, measure) for s in self.samples]
+        return times, per_process, totals
+
+    def plot(self, measure: str = "pss", ax=None, title: str | None = None):
+        """Draw one line per process, the tree's total and /dev/shm over time; return the Axes."""
+        from helpers.plots import plot_memory_timeline
+
+        return plot_memory_timeline(self, measure=measure, ax=ax, title=title)
+
+    def summary(self) -> str:
+        """Peaks in human units, one line."""
+        parts = [
+            f"tree PSS {format_bytes(self.peak_pss)}",
+            f"RSS {format_bytes(self.peak_rss)}",
+            f"USS {format_bytes(self.peak_uss)}",
+            f"/dev/shm +{format_bytes(self.peak_shm)}",
+        ]
+        if self.peak_cgroup is not None:
+            parts.append(f"cgroup +{format_bytes(self.peak_cgroup)}")
+        if self.peak_tracemalloc is not None:
+            parts.append(f"tracemalloc {format_bytes(self.peak_tracemalloc)}")
+        return "peaks: " + ", ".join(parts) + f" ({len(self.samples)} samples)"
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _label(pid: int, root_pid: int) -> str:
+    """A short name for a process in the tree: 'this process (PID)', 'spawned child (PID)', ..."""
+    if pid == root_pid:
+        return f"this process ({pid})"
+    try:
+        cmdline = " ".join(psutil.Process(pid).cmdline())
+    except (psutil.Error, OSError):
+        cmdline = ""
+    for marker, role in (
+        ("resource_tracker", "resource tracker"),
+        ("forkserver", "forkserver"),
+        ("multiprocessing.spawn", "spawned child"),
+    ):
+        if marker in cmdline:
+            return f"{role} ({pid})"
+    return f"child ({pid})"
+
+
+def _children_from_proc(pid: int) -> list[int] | None:
+    """Direct children of ``pid`` read from /proc/PID/task/*/children (None where unsupported)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    children: list[int] = []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as file:
+                children.extend(int(child) for child in file.read().split())
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread ended meanwhile
+            return None  # kernel without CONFIG_PROC_CHILDREN
+        except OSError:
+            continue
+    return children
+
+
+def descendant_pids(root_pid: int) -> list[int]:
+    """Every live descendant of ``root_pid`` (children, grandchildren, ...), parents first."""
+    found: list[int] = []
+    pending = [root_pid]
+    while pending:
+        children = _children_from_proc(pending.pop())
+        if children is None:  # no /proc children files: ask psutil (slower, reads every process)
+            try:
+                return [c.pid for c in psutil.Process(root_pid).children(recursive=True)]
+            except psutil.Error:
+                return []
+        found.extend(children)
+        pending.extend(children)
+    return found
+
+
+def _read_smaps_rollup(pid: int) -> ProcessMemory | None:
+    """RSS, USS (private pages) and PSS of one process from /proc/PID/smaps_rollup, in bytes."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as file:
+            text = file.read()
+    except OSError:
+        return None
+    fields = {}
+    for line in text.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] == "kB":
+            fields[parts[0].rstrip(":")] = int(parts[1]) * 1024
+    if "Rss" not in fields:
+        return None
+    private = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
+    return ProcessMemory(fields["Rss"], private, fields.get("Pss", private))
+
+
+def process_memory(pid: int) -> ProcessMemory | None:
+    """RSS, USS and PSS of one process in bytes (None if it is gone or not readable).
+
+    Reads /proc/PID/smaps_rollup where the kernel has it, else asks psutil (where a platform
+    has no PSS, USS stands in for it).
+    """
+    measured = _read_smaps_rollup(pid)
+    if measured is not None:
+        return measured
+    try:
+        info = psutil.Process(pid).memory_full_info()
+    except (psutil.Error, OSError):
+        return None
+    return ProcessMemory(info.rss, info.uss, getattr(info, "pss", info.uss))
+
+
+class _TreeSampler:
+    """Background thread that samples the process tree rooted at this process."""
+
+    def __init__(self, report: MemoryReport):
+        self.report = report
+        self.root_pid = os.getpid()
+        self.cgroup_reader = system.cgroup_memory_usage_reader()
+        self.shm_start = system.shm_used() or 0
+        self.cgroup_start = self.cgroup_reader()
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+
+    def sample(self) -> TreeSample:
+        processes: dict[int, ProcessMemory] = {}
+        for pid in [self.root_pid, *descendant_pids(self.root_pid)]:
+            measured = process_memory(pid)
+            if measured is None:
+                continue
+            processes[pid] = measured
+            if pid not in self.report.process_labels:
+                self.report.process_labels[pid] = _label(pid, self.root_pid)
+        shm_now = system.shm_used()
+        cgroup_now = self.cgroup_reader()
+        return TreeSample(
+            time=time.perf_counter() - self.report._clock_start,
+            processes=processes,
+            shm=(shm_now - self.shm_start) if shm_now is not None else 0,
+            cgroup=(cgroup_now - self.cgroup_start)
+            if cgroup_now is not None and self.cgroup_start is not None
+            else None,
+        )
+
+    def _run(self) -> None:
+        self.report.sampler_thread_id = threading.get_native_id()
+        cpu_start = time.thread_time()
+        wait = self.report.interval
+        while not self.stop_event.wait(wait):
+            before = time.thread_time()
+            self.report.samples.append(self.sample())
+            cost = time.thread_time() - before
+            wait = max(self.report.interval, cost / MAX_CPU_SHARE - cost)
+        self.report.sampler_cpu_seconds = time.thread_time() - cpu_start
+
+
+_started_tracemalloc_here = False
+
+
+def _stop_tracemalloc_in_forked_child() -> None:
+    """A forked child inherits tracing and runs allocation-heavy code ~8x slower: stop it."""
+    if _started_tracemalloc_here and tracemalloc.is_tracing():
+        tracemalloc.stop()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_stop_tracemalloc_in_forked_child)
+
+
+@contextmanager
+def track_memory(interval: float = DEFAULT_INTERVAL, trace_python: bool = True) -> Iterator[MemoryReport]:
+    """Sample the whole process tree every ``interval`` seconds while the block runs.
+
+    Yields a MemoryReport that is filled when the block exits (also when it raises).
+    ``trace_python`` also records tracemalloc's peak for this process (started here if needed;
+    forked children do not inherit it). The sampler is a thread, never a forked process, and it
+    waits longer than ``interval`` when one sample would cost more than 5 % of a core.
+    """
+    global _started_tracemalloc_here
+    if interval <= 0:
+        raise ValueError(f"interval must be positive, got {interval}")
+    report = MemoryReport(interval=interval)
+    sampler = _TreeSampler(report)
+    started_tracing = False
+    traced_at_start = 0
+    if trace_python:
+        if not tracemalloc.is_tracing():
+            tracemalloc.start()
+            started_tracing = _started_tracemalloc_here = True
+        tracemalloc.reset_peak()
+        traced_at_start = tracemalloc.get_traced_memory()[0]
+    report.samples.append(sampler.sample())
+    sampler.thread.start()
+    try:
+        yield report
+    finally:
+        sampler.stop_event.set()
+        sampler.thread.join()
+        report.samples.append(sampler.sample())
+        report.duration = time.perf_counter() - report._clock_start
+        if trace_python:
+            report.peak_tracemalloc = max(0, tracemalloc.get_traced_memory()[1] - traced_at_start)
+            if started_tracing:
+                tracemalloc.stop()
+                _started_tracemalloc_here = False
+        _fill_peaks(report)
+
+
+def _fill_peaks(report: MemoryReport) -> None:
+    report.peak_rss = max(s.rss for s in report.samples)
+    report.peak_uss = max(s.uss for s in report.samples)
+    report.peak_pss = max(s.pss for s in report.samples)
+    report.peak_shm = max(0, max(s.shm for s in report.samples))
+    cgroups = [s.cgroup for s in report.samples if s.cgroup is not None]
+    report.peak_cgroup = max(0, max(cgroups)) if cgroups else None
+

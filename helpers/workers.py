@@ -1,0 +1,111 @@
+"""Every function a worker process runs in the lessons, tests and benchmarks.
+
+They live here, in an importable module, because a child started with spawn or forkserver
+(the default on Linux from Python 3.14, and on macOS spawn) imports the function by name:
+a function defined in a notebook cell lives in ``__main__`` and cannot be found there.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from multiprocessing import shared_memory
+
+import numpy as np
+
+PAGE = mmap.PAGESIZE
+
+
+def sum_array(array: np.ndarray) -> float:
+    """Sum every element (reads every page of the array)."""
+    return float(np.sum(array))
+
+
+def sum_slice(array: np.ndarray, start: int, stop: int) -> float:
+    """Sum ``array[start:stop]``: one worker's share of a fan-out."""
+    return float(np.sum(array[start:stop]))
+
+
+def touch_pages(array: np.ndarray) -> int:
+    """Read one byte of every page the array spans (maps them in); return the pages read."""
+    if not (array.flags.c_contiguous or array.flags.f_contiguous):
+        np.sum(array)  # reads every element, hence every page
+        return -(-array.nbytes // PAGE)
+    every_page = array.reshape(-1, order="A").view(np.uint8)[::PAGE]
+    int(every_page.sum(dtype=np.uint64))
+    return len(every_page)
+
+
+def echo(value):
+    """Return the argument unchanged: the round trip of a value through a pool."""
+    return value
+
+
+def worker_pid(_=None) -> int:
+    """The worker's process id (to see how many distinct workers served a map)."""
+    return os.getpid()
+
+
+def array_nbytes(array: np.ndarray) -> int:
+    """Bytes of the array the worker received (proves it arrived whole)."""
+    return int(array.nbytes)
+
+
+def hold_array(array: np.ndarray, ready, release) -> None:
+    """Keep the received array (a private copy) resident until ``release`` is set.
+
+    Sets ``ready`` once every page was read, so a monitor can measure the tree while it holds.
+    """
+    touch_pages(array)
+    ready.set()
+    release.wait()
+
+
+def hold_shared_segment(name: str, ready, release) -> None:
+    """Attach the named shared-memory segment, read every page, hold it until ``release`` is set."""
+    segment = shared_memory.SharedMemory(name=name)
+    try:
+        view = np.ndarray((segment.size,), dtype=np.uint8, buffer=segment.buf)
+        touch_pages(view)
+        del view
+        ready.set()
+        release.wait()
+    finally:
+        segment.close()
+
+
+def allocate_and_hold(n_bytes: int, ready, release) -> None:
+    """Allocate and fill ``n_bytes`` of private memory, then hold it until ``release`` is set."""
+    block = np.ones(n_bytes, dtype=np.uint8)
+    ready.set()
+    release.wait()
+    del block
+
+
+def pipe_sink(connection) -> None:
+    """Receive byte messages and answer each with b'ok'; an empty message ends the loop."""
+    try:
+        while True:
+            message = connection.recv_bytes()
+            if not message:
+                break
+            connection.send_bytes(b"ok")
+    finally:
+        connection.close()
+
+
+def pipe_sink_into_buffer(connection, n_bytes: int) -> None:
+    """Receive messages of ``n_bytes`` straight into one preallocated buffer, answer b'ok'.
+
+    ``recv_bytes_into`` writes into memory we own, so the receiver makes no extra copy.
+    An empty message ends the loop.
+    """
+    buffer = bytearray(n_bytes)
+    try:
+        while True:
+            received = connection.recv_bytes_into(buffer)
+            if received == 0:
+                break
+            connection.send_bytes(b"ok")
+    finally:
+        connection.close()

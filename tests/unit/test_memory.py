@@ -1,0 +1,198 @@
+"""track_memory measured against real processes, real shared memory and real copies."""
+
+import multiprocessing as mp
+import time
+import tracemalloc
+from multiprocessing import shared_memory
+
+import numpy as np
+import psutil
+import pytest
+
+from helpers import workers
+from helpers.memory import MAX_CPU_SHARE, track_memory
+from helpers.units import MiB
+
+ARRAY_BYTES = 96 * MiB
+SPAWN = mp.get_context("spawn")
+HOLD_SECONDS = 0.4
+
+
+def _hold_in_workers(target, args_for_worker, n_workers, report, label):
+    """Start ``n_workers`` processes running ``target(*args, ready, release)``; mark the hold.
+
+    Returns the steady state of the tree while every worker holds, then ends the workers.
+    """
+    release = SPAWN.Event()
+    readies = [SPAWN.Event() for _ in range(n_workers)]
+    processes = [
+        SPAWN.Process(target=target, args=(*args_for_worker, ready, release)) for ready in readies
+    ]
+    try:
+        for process in processes:
+            process.start()
+        for ready in readies:
+            assert ready.wait(60), "a worker did not become ready"
+        time.sleep(0.1)
+        report.mark(f"{label} holding")
+        time.sleep(HOLD_SECONDS)
+        report.mark(f"{label} end")
+    finally:
+        release.set()
+        for process in processes:
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+                process.join()
+    time.sleep(0.05)
+
+
+def _steady(report, label):
+    return report.steady(f"{label} holding", f"{label} end")
+
+
+def _random_segment(n_bytes):
+    segment = shared_memory.SharedMemory(create=True, size=n_bytes)
+    view = np.ndarray((n_bytes // 8,), dtype=np.float64, buffer=segment.buf)
+    np.random.default_rng(1).random(out=view)  # filled in place: no temporary array
+    del view
+    return segment
+
+
+@pytest.mark.parametrize("n_workers", [2, 4])
+def test_readers_of_one_segment_count_once_in_tree_pss_but_n_times_in_rss(n_workers):
+    segment = _random_segment(ARRAY_BYTES)
+    segment_name = segment.name
+    segment.close()  # the parent unmaps it: only the workers map it, /dev/shm still holds it
+    try:
+        with track_memory(trace_python=False) as report:
+            _hold_in_workers(workers.allocate_and_hold, (0,), n_workers, report, "idle")
+            _hold_in_workers(workers.hold_shared_segment, (segment_name,), n_workers, report, "shared")
+        idle, shared = _steady(report, "idle"), _steady(report, "shared")
+    finally:
+        shared_memory.SharedMemory(name=segment_name).unlink()
+    pss_of_array = shared.pss - idle.pss
+    rss_of_array = shared.rss - idle.rss
+    print(f"N={n_workers}: tree PSS +{pss_of_array / MiB:.1f} MiB, RSS sum +{rss_of_array / MiB:.1f} MiB")
+    assert pss_of_array == pytest.approx(ARRAY_BYTES, rel=0.2)
+    assert rss_of_array == pytest.approx(n_workers * ARRAY_BYTES, rel=0.2)
+
+
+def test_pickled_copies_count_once_per_worker_in_tree_pss():
+    n_workers = 2
+    array = np.random.default_rng(2).random(ARRAY_BYTES // 8)
+    with track_memory(trace_python=False) as report:
+        _hold_in_workers(workers.allocate_and_hold, (0,), n_workers, report, "idle")
+        _hold_in_workers(workers.hold_array, (array,), n_workers, report, "copies")
+    pss_of_copies = _steady(report, "copies").pss - _steady(report, "idle").pss
+    print(f"{n_workers} pickled copies: tree PSS +{pss_of_copies / MiB:.1f} MiB")
+    assert pss_of_copies == pytest.approx(n_workers * ARRAY_BYTES, rel=0.2)
+
+
+def test_a_child_started_after_tracking_began_is_seen():
+    with track_memory(trace_python=False) as report:
+        time.sleep(0.05)
+        release, ready = SPAWN.Event(), SPAWN.Event()
+        child = SPAWN.Process(target=workers.allocate_and_hold, args=(32 * MiB, ready, release))
+        child.start()
+        try:
+            assert ready.wait(60)
+            time.sleep(0.2)
+        finally:
+            release.set()
+            child.join(30)
+    assert child.pid in report.process_labels
+    child_pss = max(s.processes[child.pid].pss for s in report.samples if child.pid in s.processes)
+    assert child_pss >= 32 * MiB
+    assert report.peak_pss >= report.baseline.pss + 32 * MiB
+
+
+def test_sampler_costs_under_five_percent_of_one_core_at_its_default_interval():
+    release = SPAWN.Event()
+    readies = [SPAWN.Event() for _ in range(2)]
+    children = [SPAWN.Process(target=workers.allocate_and_hold, args=(MiB, r, release)) for r in readies]
+    for child in children:
+        child.start()
+    try:
+        for ready in readies:
+            assert ready.wait(60)
+        with track_memory() as report:
+            time.sleep(0.1)
+            thread = {t.id: t for t in psutil.Process().threads()}[report.sampler_thread_id]
+            cpu_before, wall_before = thread.user_time + thread.system_time, time.perf_counter()
+            time.sleep(1.5)
+            thread = {t.id: t for t in psutil.Process().threads()}[report.sampler_thread_id]
+            cpu_share = (thread.user_time + thread.system_time - cpu_before) / (
+                time.perf_counter() - wall_before
+            )
+    finally:
+        release.set()
+        for child in children:
+            child.join(30)
+    print(f"sampler: {cpu_share:.1%} of one core, {len(report.samples)} samples")
+    assert cpu_share < MAX_CPU_SHARE
+    # Reading smaps_rollup costs the kernel ~0.5 ms per process, so the sampler stretches its
+    # interval to stay under the CPU cap; it must still sample several times a second.
+    assert len(report.samples) >= 10
+
+
+def test_tracemalloc_sees_numpy_buffers_and_shm_counter_sees_segments():
+    with track_memory() as report:
+        private = np.ones(16 * MiB, dtype=np.uint8)
+        segment = _random_segment(16 * MiB)
+        time.sleep(0.05)
+    try:
+        assert report.peak_tracemalloc >= 16 * MiB
+        assert report.peak_tracemalloc < 24 * MiB  # the segment is not a Python-side allocation
+        assert report.peak_shm >= 16 * MiB
+        assert report.peak_uss >= report.baseline.uss + 30 * MiB
+    finally:
+        del private
+        segment.close()
+        segment.unlink()
+    assert not tracemalloc.is_tracing()
+
+
+def test_report_is_filled_when_the_block_raises():
+    with pytest.raises(RuntimeError), track_memory() as report:
+        raise RuntimeError("boom")
+    assert len(report.samples) >= 2
+    assert report.peak_rss > 0
+    assert not tracemalloc.is_tracing()
+
+
+def _child_reports_tracing(queue):
+    queue.put(tracemalloc.is_tracing())
+
+
+def test_forked_children_do_not_inherit_tracemalloc():
+    fork = mp.get_context("fork")
+    queue = fork.Queue()
+    with track_memory():
+        child = fork.Process(target=_child_reports_tracing, args=(queue,))
+        child.start()
+        tracing_in_child = queue.get(timeout=30)
+        child.join(30)
+    assert tracing_in_child is False
+
+
+def test_timeline_and_plot_have_one_line_per_process_and_the_total():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    with track_memory() as report:
+        release, ready = SPAWN.Event(), SPAWN.Event()
+        child = SPAWN.Process(target=workers.allocate_and_hold, args=(MiB, ready, release))
+        child.start()
+        ready.wait(60)
+        report.mark("child ready")
+        time.sleep(0.1)
+        release.set()
+        child.join(30)
+    times, per_process, totals = report.timeline("pss")
+    assert len(times) == len(totals) == len(report.samples)
+    assert set(per_process) == set(report.process_labels)
+    ax = report.plot()
+    assert len(ax.get_lines()) >= len(per_process) + 2
+    with pytest.raises(ValueError, match="measure"):
+        report.timeline("vss")
