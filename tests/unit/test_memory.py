@@ -133,7 +133,7 @@ def test_sampler_costs_under_five_percent_of_one_core_at_its_default_interval():
     assert cpu_share < MAX_CPU_SHARE
     # Reading smaps_rollup costs the kernel ~0.5 ms per process, so the sampler stretches its
     # interval to stay under the CPU cap; it must still sample several times a second.
-    assert len(report.samples) >= 10
+    assert len(report.samples) >= 8
 
 
 def test_tracemalloc_sees_numpy_buffers_and_shm_counter_sees_segments():

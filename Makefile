@@ -1,0 +1,50 @@
+# Shared Arrays Lab: the two commands a reader needs are `make lab` and `make test`.
+# Every target sets up .venv itself (python3 -m venv, the pinned dependencies, the helpers
+# package in editable mode); nothing has to be installed by hand first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+# The array size (MiB) the test suite runs every notebook at; the lessons read it through
+# helpers.config (LAB_ARRAY_MB), the same code a reader runs at the default size.
+TEST_ARRAY_MB ?= 16
+NBVAL := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
+
+.PHONY: help setup lab test lint unit test-notebooks notebooks clean
+
+help:
+	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
+	@echo "make test       set up .venv, then lint, unit tests and every notebook under nbval"
+	@echo "make notebooks  re-execute every notebook in place at the default size, store outputs"
+	@echo "make clean      remove .venv, caches and leftovers of ours in /dev/shm and the temp folder"
+
+$(INSTALLED): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(INSTALLED)
+
+setup: $(INSTALLED)
+
+lab: $(INSTALLED)
+	$(BIN)/jupyter lab --notebook-dir=notebooks 00_start_here.ipynb
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check helpers tests
+
+unit: $(INSTALLED)
+	$(BIN)/pytest tests
+
+test-notebooks: $(INSTALLED)
+	LAB_ARRAY_MB=$(TEST_ARRAY_MB) $(NBVAL) notebooks
+
+test: lint unit test-notebooks
+
+notebooks: $(INSTALLED)
+	$(BIN)/python -m helpers.notebooks execute notebooks/*.ipynb
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +
+	-$(PYTHON) -c "import sys; sys.path.insert(0, '.'); from helpers import leftovers; leftovers.remove_ours()"

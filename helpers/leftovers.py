@@ -1,0 +1,70 @@
+"""Find and remove what our code may leave behind in /dev/shm and the temp folder.
+
+Segments and temporary files the helpers make carry a prefix, so a check can tell ours from
+anyone else's. The test suite takes a ``snapshot()`` before it runs and fails if
+``new_since(snapshot)`` is not empty afterwards. This module uses the standard library only, so
+``make clean`` can run it without the virtual environment.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+SHM_DIR = Path("/dev/shm")
+# Names of shared-memory segments the helpers create start with this.
+SEGMENT_PREFIX = "sal_"
+# Names of temporary files and folders the helpers create start with this.
+TEMP_PREFIX = "sal-"
+
+
+def temp_dir() -> Path:
+    """The temp folder Python uses here (``$TMPDIR`` or /tmp)."""
+    return Path(tempfile.gettempdir())
+
+
+def _entries(folder: Path) -> set[str]:
+    try:
+        return set(os.listdir(folder))
+    except OSError:
+        return set()
+
+
+def snapshot() -> dict[str, set[str]]:
+    """Names now in /dev/shm (all of them) and ours in the temp folder."""
+    return {
+        "shm": _entries(SHM_DIR),
+        "temp": {name for name in _entries(temp_dir()) if name.startswith(TEMP_PREFIX)},
+    }
+
+
+def new_since(before: dict[str, set[str]]) -> list[str]:
+    """Paths present now that were not in ``before``: segments or temp files left behind."""
+    now = snapshot()
+    left = [str(SHM_DIR / name) for name in sorted(now["shm"] - before["shm"])]
+    left += [str(temp_dir() / name) for name in sorted(now["temp"] - before["temp"])]
+    return left
+
+
+def ours() -> list[Path]:
+    """Every segment and temp entry whose name carries our prefix, whoever is using it."""
+    found = [SHM_DIR / name for name in sorted(_entries(SHM_DIR)) if name.startswith(SEGMENT_PREFIX)]
+    found += [temp_dir() / name for name in sorted(_entries(temp_dir())) if name.startswith(TEMP_PREFIX)]
+    return found
+
+
+def remove_ours() -> list[Path]:
+    """Delete every segment and temp entry of ours (for ``make clean``); return what was removed."""
+    removed = []
+    for path in ours():
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed.append(path)
+        except FileNotFoundError:
+            continue
+    return removed

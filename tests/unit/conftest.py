@@ -1,0 +1,13 @@
+"""Each unit test must clean up after itself, also when it fails."""
+
+import pytest
+
+from helpers import leftovers
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind_by_this_test():
+    before = leftovers.snapshot()
+    yield
+    left = leftovers.new_since(before)
+    assert not left, f"this test left these behind: {left}"
