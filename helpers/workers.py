@@ -29,8 +29,9 @@ def sum_slice(array: np.ndarray, start: int, stop: int) -> float:
 def touch_pages(array: np.ndarray) -> int:
     """Read one byte of every page the array spans (maps them in); return the pages read."""
     if not (array.flags.c_contiguous or array.flags.f_contiguous):
-        np.sum(array)  # reads every element, hence every page
-        return -(-array.nbytes // PAGE)
+        np.sum(array)  # reads every element, hence every page the view spans
+        low, high = np.lib.array_utils.byte_bounds(array)
+        return -(-(high - low) // PAGE)
     every_page = array.reshape(-1, order="A").view(np.uint8)[::PAGE]
     int(every_page.sum(dtype=np.uint64))
     return len(every_page)

@@ -1,0 +1,66 @@
+"""helpers.config: sizes, worker counts and start methods from the environment or the machine."""
+
+import multiprocessing
+
+import pytest
+
+from helpers import config, system
+from helpers.units import MiB
+
+
+def test_array_size_comes_from_lab_array_mb(monkeypatch):
+    monkeypatch.setenv("LAB_ARRAY_MB", "3")
+    assert config.array_bytes() == 3 * MiB
+    assert config.array_length() == 3 * MiB // 8
+    assert config.array_length(itemsize=4) == 3 * MiB // 4
+
+
+@pytest.mark.parametrize("raw", ["lots", "-1", "0"])
+def test_a_bad_lab_array_mb_is_refused_with_its_name(monkeypatch, raw):
+    monkeypatch.setenv("LAB_ARRAY_MB", raw)
+    with pytest.raises(ValueError, match="LAB_ARRAY_MB"):
+        config.array_bytes()
+
+
+def test_the_default_size_fits_memory_and_dev_shm(monkeypatch):
+    monkeypatch.delenv("LAB_ARRAY_MB", raising=False)
+    size = config.array_bytes()
+    assert config.MIN_ARRAY_BYTES <= size <= config.DEFAULT_CAP_BYTES
+    assert size % MiB == 0
+    shm_free = system.shm_free()
+    if shm_free is not None and shm_free // config.SHM_SHARE >= config.MIN_ARRAY_BYTES:
+        assert size <= shm_free // config.SHM_SHARE
+    assert size * (config.n_workers() + config.COPIES_BESIDES_WORKERS) <= max(
+        system.available_memory(), config.MIN_ARRAY_BYTES * 16
+    )
+
+
+def test_workers_come_from_lab_workers_or_the_usable_cpus(monkeypatch):
+    monkeypatch.setenv("LAB_WORKERS", "3")
+    assert config.n_workers() == 3
+    monkeypatch.delenv("LAB_WORKERS")
+    assert config.n_workers() == max(2, system.usable_cpus())
+    monkeypatch.setenv("LAB_WORKERS", "0")
+    with pytest.raises(ValueError, match="at least 1"):
+        config.n_workers()
+    monkeypatch.setenv("LAB_WORKERS", "two")
+    with pytest.raises(ValueError, match="whole number"):
+        config.n_workers()
+
+
+def test_start_method_is_the_lessons_unless_the_environment_says_otherwise(monkeypatch):
+    monkeypatch.delenv("LAB_START_METHOD", raising=False)
+    assert config.start_method("spawn") == "spawn"
+    monkeypatch.setenv("LAB_START_METHOD", "forkserver")
+    assert config.start_method("spawn") == "forkserver"
+    monkeypatch.setenv("LAB_START_METHOD", "teleport")
+    with pytest.raises(ValueError, match=str(multiprocessing.get_all_start_methods()[0])):
+        config.start_method("spawn")
+
+
+def test_describe_names_where_each_value_came_from(monkeypatch):
+    monkeypatch.setenv("LAB_ARRAY_MB", "2")
+    monkeypatch.delenv("LAB_WORKERS", raising=False)
+    line = config.describe()
+    assert "2 MiB (LAB_ARRAY_MB)" in line
+    assert "usable CPUs" in line

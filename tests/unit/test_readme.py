@@ -1,0 +1,29 @@
+"""The README's promises hold: the Binder badge, the two commands, links to real lessons, CI."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def test_binder_badge_opens_jupyterlab_on_the_first_lesson():
+    badge = re.search(r"\(https://mybinder\.org/v2/gh/[^)]+\)", README)
+    assert badge, "no Binder badge link"
+    assert "?urlpath=lab/tree/notebooks/00_start_here.ipynb" in badge.group(0)
+    assert (ROOT / "notebooks" / "00_start_here.ipynb").exists()
+
+
+def test_the_first_section_shows_the_two_commands():
+    first_section = README.split("\n## ")[1]
+    assert "make lab" in first_section and "make test" in first_section
+
+
+def test_every_linked_notebook_exists_and_every_notebook_is_linked():
+    linked = set(re.findall(r"\]\((notebooks/[^)]+\.ipynb)\)", README))
+    on_disk = {f"notebooks/{p.name}" for p in (ROOT / "notebooks").glob("*.ipynb")}
+    assert linked == on_disk
+
+
+def test_ci_runs_the_readmes_test_command():
+    assert "make test" in (ROOT / ".ci" / "run").read_text()

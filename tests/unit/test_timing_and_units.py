@@ -1,0 +1,69 @@
+"""helpers.timing and helpers.units: warm-ups excluded, medians and spreads, human formats."""
+
+import time
+
+import pytest
+
+from helpers.timing import Timing, stopwatch, time_it
+from helpers.units import GiB, KiB, MiB, format_bytes, format_rate, format_seconds
+
+
+def test_time_it_runs_warmups_untimed_then_the_repeats():
+    calls, setups = [], []
+    timing = time_it(lambda: calls.append(1), repeat=4, warmup=2, setup=lambda: setups.append(1))
+    assert len(calls) == 6 and len(setups) == 6
+    assert len(timing.runs) == 4
+
+
+def test_a_slow_first_call_is_left_out_by_the_warmup():
+    state = {"first": True}
+
+    def slow_once():
+        if state["first"]:
+            state["first"] = False
+            time.sleep(0.2)
+
+    timing = time_it(slow_once, repeat=3, warmup=1)
+    assert timing.max < 0.1
+
+
+def test_timing_statistics():
+    timing = Timing((1.0, 2.0, 3.0, 4.0, 100.0))
+    assert timing.median == 3.0
+    assert timing.min == 1.0 and timing.max == 100.0
+    assert timing.iqr == pytest.approx(2.0)
+    assert Timing((5.0,)).iqr == 0.0
+    assert "median 3 s" in str(timing)
+    with pytest.raises(ValueError):
+        time_it(lambda: None, repeat=0)
+
+
+def test_stopwatch_measures_the_block_also_when_it_raises():
+    with stopwatch() as watch:
+        time.sleep(0.05)
+    assert 0.04 < watch.seconds < 1.0
+    with pytest.raises(KeyError), stopwatch() as failing:
+        raise KeyError("x")
+    assert failing.seconds >= 0
+
+
+@pytest.mark.parametrize(
+    ("n_bytes", "text"),
+    [(0, "0 B"), (512, "512 B"), (3 * KiB, "3 KiB"), (int(3.25 * MiB), "3.25 MiB"),
+     (128 * MiB, "128 MiB"), (int(1.5 * GiB), "1.5 GiB"), (-2 * MiB, "-2 MiB")],
+)
+def test_format_bytes(n_bytes, text):
+    assert format_bytes(n_bytes) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(2e-7, "200 ns"), (3.5e-5, "35 µs"), (0.0125, "12.5 ms"), (1.3, "1.3 s"), (125, "2 min 5 s")],
+)
+def test_format_seconds(seconds, text):
+    assert format_seconds(seconds) == text
+
+
+def test_format_rate():
+    assert format_rate(10 * GiB) == "10 GiB/s"
+    assert format_rate(250 * MiB) == "250 MiB/s"

@@ -1,0 +1,80 @@
+"""helpers.workers run in real child processes; helpers.leftovers and helpers.notebooks."""
+
+import multiprocessing as mp
+from multiprocessing import shared_memory
+
+import nbformat
+import numpy as np
+
+from helpers import leftovers, workers
+from helpers.notebooks import WIDGET_VIEW, strip_volatile
+from helpers.units import MiB
+
+
+def test_workers_run_in_a_spawned_pool():
+    array = np.random.default_rng(0).random(1000)
+    with mp.get_context("spawn").Pool(2) as pool:
+        assert np.isclose(pool.apply(workers.sum_array, (array,)), array.sum())
+        assert np.isclose(pool.apply(workers.sum_slice, (array, 10, 20)), array[10:20].sum())
+        assert pool.apply(workers.array_nbytes, (array,)) == array.nbytes
+        assert pool.apply(workers.echo, ({"a": 1},)) == {"a": 1}
+        assert len(set(pool.map(workers.worker_pid, range(8)))) >= 1
+
+
+def test_touch_pages_reads_one_byte_per_page():
+    array = np.random.default_rng(0).random(MiB // 8)
+    assert workers.touch_pages(array) == MiB // workers.PAGE
+    assert workers.touch_pages(array[::2]) == MiB // workers.PAGE
+    assert workers.touch_pages(np.asfortranarray(array.reshape(256, -1))) == MiB // workers.PAGE
+
+
+def test_a_new_segment_is_reported_until_it_is_unlinked():
+    before = leftovers.snapshot()
+    segment = shared_memory.SharedMemory(create=True, size=MiB)
+    try:
+        assert str(leftovers.SHM_DIR / segment.name.lstrip("/")) in leftovers.new_since(before)
+    finally:
+        segment.close()
+        segment.unlink()
+    assert leftovers.new_since(before) == []
+
+
+def test_remove_ours_removes_only_prefixed_entries(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    (tmp_path / f"{leftovers.TEMP_PREFIX}scratch").mkdir()
+    (tmp_path / "someone-elses").write_text("keep me")
+    ours = shared_memory.SharedMemory(name=f"{leftovers.SEGMENT_PREFIX}test_remove", create=True, size=4096)
+    theirs = shared_memory.SharedMemory(create=True, size=4096)
+    try:
+        removed = {p.name for p in leftovers.remove_ours()}
+        assert removed == {f"{leftovers.TEMP_PREFIX}scratch", f"{leftovers.SEGMENT_PREFIX}test_remove"}
+        assert (tmp_path / "someone-elses").exists()
+        assert (leftovers.SHM_DIR / theirs.name.lstrip("/")).exists()
+    finally:
+        ours.close()
+        theirs.close()
+        theirs.unlink()
+        from multiprocessing import resource_tracker
+
+        resource_tracker.unregister(ours._name, "shared_memory")  # removed above, by name
+
+
+def test_strip_volatile_drops_widgets_and_timestamps_but_keeps_text_and_images():
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["widgets"] = {"state": {}}
+    cell = nbformat.v4.new_code_cell("x")
+    cell.metadata["execution"] = {"iopub.status.busy": "2026-01-01"}
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": "1"}, "text/plain": "W"}),
+        nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"}),
+        nbformat.v4.new_output("stream", name="stdout", text="hello"),
+    ]
+    notebook.cells.append(cell)
+    stripped = strip_volatile(notebook)
+    assert "widgets" not in stripped.metadata
+    assert "execution" not in stripped.cells[0].metadata
+    kinds = [o.get("data", {}).keys() or {o.output_type} for o in stripped.cells[0].outputs]
+    assert len(kinds) == 2 and "image/png" in kinds[0]
