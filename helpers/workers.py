@@ -110,3 +110,61 @@ def pipe_sink_into_buffer(connection, n_bytes: int) -> None:
             connection.send_bytes(b"ok")
     finally:
         connection.close()
+
+# --- Workers that reach a SharedNDArray by its handle (helpers.shm) -------------------------
+
+
+def sum_shared(handle) -> float:
+    """Attach the shared array a handle describes and sum it (reads every page, copies nothing)."""
+    from helpers.shm import attach
+
+    with attach(handle) as array:
+        return float(np.sum(array))
+
+
+def sum_shared_slice(handle, start: int, stop: int) -> float:
+    """Sum ``[start:stop]`` of the shared array a handle describes: one worker's share."""
+    from helpers.shm import attach
+
+    with attach(handle) as array:
+        return float(np.sum(array[start:stop]))
+
+
+def fill_shared(handle, value) -> None:
+    """Attach the shared array and set every element to ``value`` (the owner sees the change)."""
+    from helpers.shm import attach
+
+    with attach(handle) as array:
+        array[...] = value
+
+
+def shared_contents(handle) -> tuple[np.dtype, tuple[int, ...], bytes]:
+    """The dtype, shape and C-order bytes of the shared array a handle describes, as this worker sees it.
+
+    Bytes, not an array, come back: pickling an array may change it (NumPy pickles a big-endian
+    array as a native-endian one), the raw bytes cannot change.
+    """
+    from helpers.shm import attach
+
+    with attach(handle) as array:
+        return array.dtype, array.shape, array.tobytes()
+
+
+def attach_and_raise(handle) -> None:
+    """Attach the shared array, then raise: the segment must survive a worker's exception."""
+    from helpers.shm import attach
+
+    with attach(handle) as array:
+        array.sum()
+        raise RuntimeError("worker failed while attached")
+
+
+def hold_shared_array(handle, ready, release) -> None:
+    """Attach, read every page, hold until ``release`` is set (killed here in the leak tests)."""
+    from helpers.shm import attach
+
+    with attach(handle) as array:
+        touch_pages(array)
+        ready.set()
+        release.wait()
+
