@@ -20,26 +20,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import psutil
-
 from helpers import system
+from helpers.proctree import ProcessMemory, ProcFiles, descendant_pids, label, process_memory, resident_bytes
 from helpers.units import format_bytes
 
 DEFAULT_INTERVAL = 0.01  # seconds between samples
 MAX_CPU_SHARE = 0.05  # the sampler's promise: at most this share of one core
-# Reading /proc/PID/smaps_rollup costs the kernel ~0.5 ms per process, so with several processes
-# a sample every 10 ms would cost a quarter of a core: the sampler then waits longer, aiming at
-# half the promise to leave room for noise.
+# Reading /proc/PID/smaps_rollup (PSS, USS) costs the kernel ~0.5 ms per process; statm (RSS) ~20 µs.
+# So each sample reads RSS cheaply and re-reads PSS/USS only when the tree changed: a process
+# came or went, or one's RSS moved by RSS_CHANGE_BYTES since its exact read, or the exact
+# figures are REFRESH_SECONDS old. The sampler budgets its CPU time to TARGET_CPU_SHARE on
+# average, half the promise, leaving room for noise.
 TARGET_CPU_SHARE = MAX_CPU_SHARE / 2
-
-
-@dataclass(frozen=True)
-class ProcessMemory:
-    """One process's memory at one instant, in bytes."""
-
-    rss: int
-    uss: int
-    pss: int
+RSS_CHANGE_BYTES = 1024 * 1024
+REFRESH_SECONDS = 1.0
+BURST_CPU_SECONDS = 0.015  # CPU time the sampler may spend at once when the tree changes
 
 
 @dataclass(frozen=True)
@@ -104,6 +99,7 @@ class MemoryReport:
     peak_tracemalloc: int | None = None
     duration: float = 0.0
     sampler_cpu_seconds: float = 0.0
+    exact_samples: int = 0  # samples whose PSS/USS were read afresh (the others carry them over)
     sampler_thread_id: int | None = None
     _clock_start: float = field(default_factory=time.perf_counter, repr=False)
 
@@ -184,93 +180,6 @@ class MemoryReport:
         return self.summary()
 
 
-def _label(pid: int, root_pid: int) -> str:
-    """A short name for a process in the tree: 'this process (PID)', 'spawned child (PID)', ..."""
-    if pid == root_pid:
-        return f"this process ({pid})"
-    try:
-        cmdline = " ".join(psutil.Process(pid).cmdline())
-    except (psutil.Error, OSError):
-        cmdline = ""
-    for marker, role in (
-        ("resource_tracker", "resource tracker"),
-        ("forkserver", "forkserver"),
-        ("multiprocessing.spawn", "spawned child"),
-    ):
-        if marker in cmdline:
-            return f"{role} ({pid})"
-    return f"child ({pid})"
-
-
-def _children_from_proc(pid: int) -> list[int] | None:
-    """Direct children of ``pid`` read from /proc/PID/task/*/children (None where unsupported)."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    children: list[int] = []
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as file:
-                children.extend(int(child) for child in file.read().split())
-        except FileNotFoundError:
-            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
-                continue  # the thread ended meanwhile
-            return None  # kernel without CONFIG_PROC_CHILDREN
-        except OSError:
-            continue
-    return children
-
-
-def descendant_pids(root_pid: int) -> list[int]:
-    """Every live descendant of ``root_pid`` (children, grandchildren, ...), parents first."""
-    found: list[int] = []
-    pending = [root_pid]
-    while pending:
-        children = _children_from_proc(pending.pop())
-        if children is None:  # no /proc children files: ask psutil (slower, reads every process)
-            try:
-                return [c.pid for c in psutil.Process(root_pid).children(recursive=True)]
-            except psutil.Error:
-                return []
-        found.extend(children)
-        pending.extend(children)
-    return found
-
-
-def _read_smaps_rollup(pid: int) -> ProcessMemory | None:
-    """RSS, USS (private pages) and PSS of one process from /proc/PID/smaps_rollup, in bytes."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as file:
-            text = file.read()
-    except OSError:
-        return None
-    fields = {}
-    for line in text.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 3 and parts[2] == "kB":
-            fields[parts[0].rstrip(":")] = int(parts[1]) * 1024
-    if "Rss" not in fields:
-        return None
-    private = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
-    return ProcessMemory(fields["Rss"], private, fields.get("Pss", private))
-
-
-def process_memory(pid: int) -> ProcessMemory | None:
-    """RSS, USS and PSS of one process in bytes (None if it is gone or not readable).
-
-    Reads /proc/PID/smaps_rollup where the kernel has it, else asks psutil (where a platform
-    has no PSS, USS stands in for it).
-    """
-    measured = _read_smaps_rollup(pid)
-    if measured is not None:
-        return measured
-    try:
-        info = psutil.Process(pid).memory_full_info()
-    except (psutil.Error, OSError):
-        return None
-    return ProcessMemory(info.rss, info.uss, getattr(info, "pss", info.uss))
-
 
 class _TreeSampler:
     """Background thread that samples the process tree rooted at this process."""
@@ -281,22 +190,46 @@ class _TreeSampler:
         self.cgroup_reader = system.cgroup_memory_usage_reader()
         self.shm_start = system.shm_used() or 0
         self.cgroup_start = self.cgroup_reader()
+        self.files = ProcFiles()
+        self.exact: dict[int, ProcessMemory] = {}
+        self.exact_time = float("-inf")
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
 
-    def sample(self) -> TreeSample:
+    def _exact_read_needed(self, pids: list[int], rss: dict[int, int | None], now: float) -> bool:
+        if set(pids) != set(self.exact) or now - self.exact_time >= REFRESH_SECONDS:
+            return True
+        return any(
+            value is None or abs(value - self.exact[pid].rss) >= RSS_CHANGE_BYTES
+            for pid, value in rss.items()
+        )
+
+    def sample(self, exact: bool = False) -> TreeSample:
+        """One sample of the tree; PSS/USS are re-read only when ``exact`` or the tree changed."""
+        now = time.perf_counter() - self.report._clock_start
+        pids = [self.root_pid, *descendant_pids(self.root_pid, self.files)]
+        rss = {pid: resident_bytes(pid, self.files) for pid in pids}
+        self.files.sweep_untouched()
         processes: dict[int, ProcessMemory] = {}
-        for pid in [self.root_pid, *descendant_pids(self.root_pid)]:
-            measured = process_memory(pid)
-            if measured is None:
-                continue
-            processes[pid] = measured
+        if exact or self._exact_read_needed(pids, rss, now):
+            for pid in pids:
+                measured = process_memory(pid)
+                if measured is not None:
+                    processes[pid] = measured
+            self.exact, self.exact_time = dict(processes), now
+            self.report.exact_samples += 1
+        else:
+            for pid in pids:
+                if rss[pid] is not None:
+                    known = self.exact[pid]
+                    processes[pid] = ProcessMemory(rss[pid], known.uss, known.pss)
+        for pid in processes:
             if pid not in self.report.process_labels:
-                self.report.process_labels[pid] = _label(pid, self.root_pid)
+                self.report.process_labels[pid] = label(pid, self.root_pid)
         shm_now = system.shm_used()
         cgroup_now = self.cgroup_reader()
         return TreeSample(
-            time=time.perf_counter() - self.report._clock_start,
+            time=now,
             processes=processes,
             shm=(shm_now - self.shm_start) if shm_now is not None else 0,
             cgroup=(cgroup_now - self.cgroup_start)
@@ -305,14 +238,24 @@ class _TreeSampler:
         )
 
     def _run(self) -> None:
+        """Sample until stopped, spending at most TARGET_CPU_SHARE of a core on average.
+
+        All of this thread's CPU time counts (waking up included), budgeted like a token bucket:
+        credit accrues at TARGET_CPU_SHARE of the wall time, up to BURST_CPU_SECONDS, so a few
+        exact reads can follow each other when the tree changes after a quiet spell; when the
+        credit is spent, the thread waits until it is earned back.
+        """
         self.report.sampler_thread_id = threading.get_native_id()
-        cpu_start = time.thread_time()
+        cpu_start = cpu_before = time.thread_time()
+        credit, wall_before = BURST_CPU_SECONDS, time.perf_counter()
         wait = self.report.interval
         while not self.stop_event.wait(wait):
-            before = time.thread_time()
             self.report.samples.append(self.sample())
-            cost = time.thread_time() - before
-            wait = max(self.report.interval, cost / TARGET_CPU_SHARE - cost)
+            cpu_now, wall_now = time.thread_time(), time.perf_counter()
+            credit = min(BURST_CPU_SECONDS, credit + (wall_now - wall_before) * TARGET_CPU_SHARE)
+            credit -= cpu_now - cpu_before
+            cpu_before, wall_before = cpu_now, wall_now
+            wait = max(self.report.interval, -credit / TARGET_CPU_SHARE)
         self.report.sampler_cpu_seconds = time.thread_time() - cpu_start
 
 
@@ -335,9 +278,10 @@ def track_memory(interval: float = DEFAULT_INTERVAL, trace_python: bool = True) 
 
     Yields a MemoryReport that is filled when the block exits (also when it raises).
     ``trace_python`` also records tracemalloc's peak for this process (started here if needed;
-    forked children do not inherit it). The sampler is a thread, never a forked process, and it
-    waits longer than ``interval`` when sampling that often would cost more than 2.5 % of a core
-    (``interval`` is the shortest wait, not a promise).
+    forked children do not inherit it). The sampler is a thread, never a forked process. Every
+    sample reads each process's RSS (cheap); PSS and USS are re-read (~0.5 ms a process) when a
+    process came or went, an RSS moved by 1 MiB, or every second, and after such a read the
+    sampler waits long enough to stay under 2.5 % of a core (``interval`` is the shortest wait).
     """
     global _started_tracemalloc_here
     if interval <= 0:
@@ -352,14 +296,15 @@ def track_memory(interval: float = DEFAULT_INTERVAL, trace_python: bool = True) 
             started_tracing = _started_tracemalloc_here = True
         tracemalloc.reset_peak()
         traced_at_start = tracemalloc.get_traced_memory()[0]
-    report.samples.append(sampler.sample())
+    report.samples.append(sampler.sample(exact=True))
     sampler.thread.start()
     try:
         yield report
     finally:
         sampler.stop_event.set()
         sampler.thread.join()
-        report.samples.append(sampler.sample())
+        report.samples.append(sampler.sample(exact=True))
+        sampler.files.close()
         report.duration = time.perf_counter() - report._clock_start
         if trace_python:
             report.peak_tracemalloc = max(0, tracemalloc.get_traced_memory()[1] - traced_at_start)
