@@ -229,7 +229,8 @@ class _TreeSampler:
         shm_now = system.shm_used()
         cgroup_now = self.cgroup_reader()
         return TreeSample(
-            time=now,
+            # Stamped when the reading ended: a sample is never dated before a change it saw.
+            time=time.perf_counter() - self.report._clock_start,
             processes=processes,
             shm=(shm_now - self.shm_start) if shm_now is not None else 0,
             cgroup=(cgroup_now - self.cgroup_start)
