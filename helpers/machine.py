@@ -68,11 +68,13 @@ def memcpy_warm(source: np.ndarray, repeat: int = 5) -> Timing:
 def memcpy_fresh(source: np.ndarray, repeat: int = 5) -> Timing:
     """Seconds to copy ``source`` into freshly mapped pages (each run faults and zeroes them).
 
-    The target is a new anonymous mmap for every run, so no allocator can hand back warm pages.
+    The target is a new private anonymous mmap for every run (ordinary process memory, like a
+    new array's; a plain ``mmap(-1, n)`` would be shared memory, whose faults cost more), so no
+    allocator can hand back warm pages.
     """
     runs = []
     for _ in range(repeat + 1):
-        region = mmap.mmap(-1, source.nbytes)
+        region = mmap.mmap(-1, source.nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         target = np.frombuffer(region, dtype=source.dtype).reshape(source.shape)
         runs.append(time_it(lambda t=target: np.copyto(t, source), repeat=1, warmup=0).runs[0])
         del target

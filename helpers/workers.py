@@ -98,8 +98,8 @@ def pipe_sink(connection) -> None:
 def pipe_sink_into_buffer(connection, n_bytes: int) -> None:
     """Receive messages of ``n_bytes`` straight into one preallocated buffer, answer b'ok'.
 
-    ``recv_bytes_into`` writes into memory we own, so the receiver makes no extra copy.
-    An empty message ends the loop.
+    ``recv_bytes_into`` ends in memory we own, but on Python 3.11 it first reads each message into
+    a temporary buffer and copies it over, so one extra copy remains. An empty message ends the loop.
     """
     buffer = bytearray(n_bytes)
     try:
@@ -110,6 +110,7 @@ def pipe_sink_into_buffer(connection, n_bytes: int) -> None:
             connection.send_bytes(b"ok")
     finally:
         connection.close()
+
 
 # --- Workers that reach a SharedNDArray by its handle (helpers.shm) -------------------------
 
@@ -168,3 +169,62 @@ def hold_shared_array(handle, ready, release) -> None:
         ready.set()
         release.wait()
 
+
+def sum_arrays_received(receiver, sender) -> None:
+    """Answer every array read from ``receiver`` with its sum (a float) on ``sender``, until end of file.
+
+    Each array comes after a small message naming how it is sent: one of
+    ``helpers.pickling.TRANSFERS``.
+    """
+    from helpers import pickling
+
+    try:
+        while True:
+            try:
+                transfer = receiver.recv()
+            except EOFError:
+                break
+            array = pickling.receive_array(receiver, transfer)
+            sender.send(float(np.sum(array)))
+            del array
+    finally:
+        receiver.close()
+        sender.close()
+
+
+def unpickle_error(payload: bytes) -> str:
+    """Unpickle ``payload`` in this worker; return '' if that worked, else 'ErrorType: message'.
+
+    Shows, without killing the worker, what a worker sees when a task names a function it
+    cannot import (one defined in a notebook cell lives in the parent's ``__main__`` only).
+    """
+    import pickle
+
+    try:
+        pickle.loads(payload)
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return ""
+
+
+def time_loads_of_received(receiver, sender) -> None:
+    """Unpickle every byte message read from ``receiver``; answer with the seconds ``loads`` took.
+
+    The received bytes stay alive while they are unpickled, as in a pool's worker, so the new
+    object lands in memory the allocator must find elsewhere. Ends at end of file.
+    """
+    import pickle
+    import time
+
+    try:
+        while True:
+            payload = receiver.recv_bytes()
+            start = time.perf_counter()
+            received = pickle.loads(payload)
+            sender.send(time.perf_counter() - start)
+            del received, payload
+    except EOFError:
+        pass
+    finally:
+        receiver.close()
+        sender.close()

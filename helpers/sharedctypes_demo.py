@@ -1,0 +1,313 @@
+"""NumPy arrays in ``multiprocessing.sharedctypes`` memory, and the workers of lesson 04.
+
+``RawArray`` and ``Array(lock=True)`` allocate from ``multiprocessing.heap``: on Linux an mmap of a
+file in ``/dev/shm`` (or the temp folder when ``/dev/shm`` is too small) that is unlinked at once,
+so it holds RAM yet has no name. A child reaches it only through inheritance: passed when the child
+is created (``Process(args=...)``, a Pool's ``initargs``), never as a task argument. Workers here
+keep what their initializer received in a module global, because spawn and forkserver children
+import them by name. Sizes are bytes, durations seconds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from multiprocessing.sharedctypes import SynchronizedBase
+
+import numpy as np
+
+BARRIER_SECONDS = 60.0  # a worker waiting longer than this for its peers raises BrokenBarrierError
+
+# What the initializer gave this worker process: "array" (a NumPy view), "barrier" (or None).
+_worker: dict[str, object] = {}
+
+
+def as_array(shared, dtype=None) -> np.ndarray:
+    """A NumPy view (no copy) of a ``RawArray`` or of the raw object inside an ``Array(lock=True)``.
+
+    The dtype comes from the ctypes element type ('d' -> float64, 'q' -> int64) unless ``dtype``
+    is given. The view keeps the shared memory alive: it is freed when the last view and the
+    ctypes object are gone.
+    """
+    raw = shared.get_obj() if isinstance(shared, SynchronizedBase) else shared
+    return np.frombuffer(raw, dtype=np.dtype(raw._type_) if dtype is None else dtype)
+
+
+def shared_copy_of(context, array: np.ndarray, lock: bool = False):
+    """Copy ``array`` into a new ``context.RawArray`` (or ``context.Array`` when ``lock``).
+
+    Returns ``(shared, view)``: the sharedctypes object to pass to children at their creation,
+    and a NumPy view of it with ``array``'s shape and dtype. The data is copied with one
+    ``np.copyto``, not item by item as ``RawArray(typecode, sequence)`` would. A dtype ctypes
+    has no type for (fixed-width strings, records) is stored as bytes: view it in a worker with
+    ``as_array(shared, dtype)``. Object dtypes raise TypeError.
+    """
+    if array.dtype.hasobject:
+        raise TypeError(
+            f"dtype {array.dtype} holds Python objects: pointers into this process's heap cannot "
+            "be shared; convert to a numeric or fixed-width string dtype first"
+        )
+    try:
+        ctype, length = np.ctypeslib.as_ctypes_type(array.dtype), array.size
+    except NotImplementedError:
+        ctype, length = ctypes.c_ubyte, array.nbytes
+    shared = context.Array(ctype, length, lock=lock)
+    view = as_array(shared, array.dtype).reshape(array.shape)
+    np.copyto(view, array)
+    return shared, view
+
+
+def _mappings(pid: int | None) -> list[tuple[str, int, int, int]]:
+    """File mappings of a process from /proc/PID/maps: ``(path, inode, start address, bytes)``."""
+    found = []
+    with open(f"/proc/{pid or os.getpid()}/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6:
+                low, high = (int(part, 16) for part in fields[0].split("-"))
+                found.append((fields[5].strip(), int(fields[4]), low, high - low))
+    return found
+
+
+def arena_mappings(pid: int | None = None) -> list[tuple[str, int, int, int]]:
+    """The sharedctypes arenas a process maps: ``(path, inode, start address, bytes)``.
+
+    Read from /proc/PID/maps. ``multiprocessing.heap`` names its files ``pym-<pid>-<random>`` and
+    unlinks them at once, so the path ends in ' (deleted)'. Two processes mapping the same inode
+    share the same pages.
+    """
+    return [mapping for mapping in _mappings(pid) if "/pym-" in mapping[0]]
+
+
+def named_shm_mapped(pid: int | None = None) -> list[str]:
+    """Names in /dev/shm of files a process maps (matched by inode: a name may be a second link).
+
+    A named semaphore of a spawn or forkserver context (``sem.mp-...``) keeps its name until its
+    lock is garbage collected; an empty list means this process maps nothing that has a name.
+    """
+    inodes = {inode for path, inode, *_ in _mappings(pid) if path.startswith("/dev/shm/")}
+    try:
+        entries = list(os.scandir("/dev/shm"))
+    except OSError:
+        return []
+    return sorted(entry.path for entry in entries if entry.inode() in inodes)
+
+
+def arena_of(array: np.ndarray) -> tuple[str, int, int]:
+    """``(path, inode, bytes)`` of the sharedctypes arena holding ``array``'s first byte in this process.
+
+    Raises LookupError when the array does not live in such an arena.
+    """
+    address = array.ctypes.data
+    for path, inode, start, size in arena_mappings():
+        if start <= address < start + size:
+            return path, inode, size
+    raise LookupError("this array does not live in a multiprocessing.heap arena")
+
+
+def write_at(shared, index: int, value: float) -> None:
+    """Process target: write ``value`` at ``index`` of a RawArray received at creation."""
+    as_array(shared)[index] = value
+
+
+# --- Fan-out workers: the initializer receives the array once, tasks name only a slice --------
+
+
+def init_worker(shared, barrier=None, dtype=None) -> None:
+    """Pool initializer: keep a NumPy view of ``shared`` (received at process creation).
+
+    ``barrier`` (a ``context.Barrier(n_workers)``) serves the ``*_together`` tasks; ``dtype``
+    views a byte array (see ``shared_copy_of``) with its true dtype.
+    """
+    _worker["array"] = as_array(shared, dtype)
+    _worker["barrier"] = barrier
+
+
+def sum_slice(start: int, stop: int) -> float:
+    """Sum ``[start:stop]`` of the worker's shared array (reads those pages, copies nothing)."""
+    return float(np.sum(_worker["array"][start:stop]))
+
+
+def _wait_for_peers() -> None:
+    barrier = _worker["barrier"]
+    if barrier is None:
+        raise RuntimeError("init_worker was given no barrier; pass one in initargs")
+    barrier.wait(BARRIER_SECONDS)
+
+
+def pid_together(_=None) -> int:
+    """Wait until every worker holds one of these tasks, then return this worker's pid.
+
+    Each worker blocks in the barrier with its task, so no worker can take two: a map of
+    ``n_workers`` of these proves every worker started and ran its initializer.
+    """
+    _wait_for_peers()
+    return os.getpid()
+
+
+def arena_together(_=None) -> tuple[str, int, int]:
+    """Like ``pid_together``, one per worker, then return ``arena_of`` the worker's shared array."""
+    _wait_for_peers()
+    return arena_of(_worker["array"])
+
+
+def sum_whole_together(_=None) -> float:
+    """Like ``pid_together``, one per worker, then sum the whole shared array (reads every page)."""
+    _wait_for_peers()
+    return float(np.sum(_worker["array"]))
+
+
+def fill_argument(array: np.ndarray, value: float) -> float:
+    """Set every element of the array this task received to ``value``; return its first element.
+
+    Given a NumPy view of shared memory as a task argument, the worker fills a pickled copy:
+    the caller's array does not change.
+    """
+    array[...] = value
+    return float(array[0])
+
+
+# --- Lost updates: workers increment one shared counter ----------------------------------------
+
+INCREMENT_WAYS = {
+    "unlocked": "numpy view, no lock",
+    "item": "Array item += 1 (its own lock)",
+    "locked": "numpy view inside get_lock()",
+    "local": "local count, one locked add",
+}
+
+
+def init_counter_worker(counter, barrier) -> None:
+    """Pool initializer: keep the shared counter (an ``Array('q', 1, lock=True)``) and the barrier."""
+    _worker["counter"] = counter
+    _worker["barrier"] = barrier
+
+
+def increment(way: str, iterations: int) -> tuple[float, float]:
+    """Add 1 to the shared counter ``iterations`` times, in one of ``INCREMENT_WAYS``.
+
+    Waits for every worker first (one such task per worker, so the loops overlap); returns the
+    loop's wall-clock seconds and this worker's CPU seconds in it (waits for the lock excluded).
+    """
+    counter = _worker["counter"]
+    view = as_array(counter)
+    lock = counter.get_lock()
+    _wait_for_peers()
+    start, cpu_start = time.perf_counter(), time.thread_time()
+    if way == "unlocked":
+        for _ in range(iterations):
+            view[0] += 1  # read, add, write: another worker may write in between
+    elif way == "item":
+        for _ in range(iterations):
+            counter[0] += 1  # the get and the set are each locked, the pair is not
+    elif way == "locked":
+        for _ in range(iterations):
+            with lock:
+                view[0] += 1
+    elif way == "local":
+        local = 0
+        for _ in range(iterations):
+            local += 1
+        with lock:
+            view[0] += local
+    else:
+        raise ValueError(f"way must be one of {sorted(INCREMENT_WAYS)}, got {way!r}")
+    return time.perf_counter() - start, time.thread_time() - cpu_start
+
+
+@dataclass(frozen=True)
+class IncrementRun:
+    """``n_workers`` workers each added 1 ``iterations`` times; what the counter ended at.
+
+    ``seconds`` are the workers' loop times (pool start-up excluded), one per worker;
+    ``cpu_seconds`` the CPU time each spent in its loop (time waiting, for the lock or for a
+    CPU, excluded).
+    """
+
+    way: str
+    n_workers: int
+    iterations: int
+    count: int
+    seconds: tuple[float, ...]
+    cpu_seconds: tuple[float, ...]
+
+    @property
+    def expected(self) -> int:
+        """The count if no update were lost."""
+        return self.n_workers * self.iterations
+
+    @property
+    def lost(self) -> int:
+        """Updates that vanished: another worker overwrote them."""
+        return self.expected - self.count
+
+    @property
+    def seconds_per_update(self) -> float:
+        """Median over workers of loop seconds divided by that worker's increments."""
+        return statistics.median(self.seconds) / self.iterations
+
+    @property
+    def cpu_seconds_per_update(self) -> float:
+        """Median over workers of loop CPU seconds divided by that worker's increments."""
+        return statistics.median(self.cpu_seconds) / self.iterations
+
+
+class CounterPool:
+    """A pool of ``n_workers`` processes sharing one counter, received by inheritance.
+
+    ``with CounterPool(context, n) as counters: counters.run("locked", 10_000)``. The counter
+    (``Array('q', 1, lock=True)`` of ``context``) and a barrier travel in the pool's initargs;
+    leaving the block closes the pool and joins its workers.
+    """
+
+    def __init__(self, context, n_workers: int):
+        self.n_workers = n_workers
+        self.counter = context.Array("q", 1, lock=True)
+        self.barrier = context.Barrier(n_workers)
+        self.pool = context.Pool(n_workers, initializer=init_counter_worker,
+                                 initargs=(self.counter, self.barrier))
+
+    def run(self, way: str, iterations: int) -> IncrementRun:
+        """Reset the counter, let every worker add 1 ``iterations`` times, return what it reached."""
+        if way not in INCREMENT_WAYS:
+            raise ValueError(f"way must be one of {sorted(INCREMENT_WAYS)}, got {way!r}")
+        view = as_array(self.counter)
+        view[0] = 0
+        times = self.pool.starmap(increment, [(way, iterations)] * self.n_workers, chunksize=1)
+        return IncrementRun(way, self.n_workers, iterations, int(view[0]),
+                            tuple(wall for wall, _ in times), tuple(cpu for _, cpu in times))
+
+    def close(self) -> None:
+        """Stop the workers and wait for them to exit."""
+        self.pool.close()
+        self.pool.join()
+
+    def __enter__(self) -> CounterPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is not None:
+            self.pool.terminate()
+        self.close()
+
+
+def measure_increments(
+    counters: CounterPool, iterations: dict[str, int], repeat: int = 5
+) -> dict[str, list[IncrementRun]]:
+    """Run every way in ``iterations`` (way -> increments per worker) ``repeat`` times, interleaved.
+
+    Round-robin order, so that a slow moment of a shared machine falls on every way alike.
+    """
+    runs: dict[str, list[IncrementRun]] = {way: [] for way in iterations}
+    for _ in range(repeat):
+        for way, count in iterations.items():
+            runs[way].append(counters.run(way, count))
+    return runs
+
+
+def median_seconds_per_update(runs: list[IncrementRun], cpu: bool = False) -> float:
+    """Median over runs of each run's seconds per update: wall-clock, or CPU time when ``cpu``."""
+    return statistics.median(run.cpu_seconds_per_update if cpu else run.seconds_per_update for run in runs)

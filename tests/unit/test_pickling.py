@@ -1,0 +1,123 @@
+"""helpers.pickling and the workers lesson 01 adds, in real spawned children and real pipes."""
+
+import multiprocessing as mp
+import pickle
+import threading
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+
+from helpers import pickling, workers
+from helpers.units import MiB
+
+SPAWN = mp.get_context("spawn")
+
+
+@pytest.fixture(autouse=True)
+def no_child_outlives_the_test():
+    yield
+    assert mp.active_children() == []
+
+
+def _random(n_bytes: int) -> np.ndarray:
+    return np.random.default_rng(1).random(n_bytes // 8)
+
+
+def _through_a_pipe(obj, send, receive):
+    """Send ``obj`` from a thread, receive it here (a pipe blocks past 64 KiB without a reader)."""
+    receiver, sender = mp.Pipe(duplex=False)
+    thread = threading.Thread(target=send, args=(sender, obj))
+    thread.start()
+    try:
+        return receive(receiver)
+    finally:
+        thread.join()
+        sender.close()
+        receiver.close()
+
+
+def test_breakdown_times_every_stage_and_sizes_the_payload():
+    array = _random(MiB)
+    breakdown = pickling.pickle_cost_breakdown(array, SPAWN, repeat=2)
+    assert set(breakdown.stages) == {"pickle.dumps", "pipe", "pickle.loads"}
+    assert all(seconds > 0 for seconds in breakdown.stages.values())
+    assert breakdown.total == pytest.approx(sum(breakdown.stages.values()))
+    assert array.nbytes < breakdown.payload_bytes < array.nbytes + 1024
+    assert len(breakdown.pipe.runs) == 2
+
+
+def test_out_of_band_dumps_copies_nothing_and_loads_shares_the_memory():
+    array = _random(MiB)
+    data, buffers = pickling.dumps_out_of_band(array)
+    assert len(data) < 1024
+    assert [b.raw().nbytes for b in buffers] == [array.nbytes]
+    rebuilt = pickle.loads(data, buffers=buffers)
+    assert np.shares_memory(rebuilt, array)
+    assert np.array_equal(rebuilt, array)
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_out_of_band_over_a_pipe_rebuilds_nested_arrays_exactly(direct):
+    original = {
+        "big": _random(MiB),
+        "fortran": np.asfortranarray(_random(64 * 1024).reshape(64, -1)),
+        "strided": _random(64 * 1024)[::3],  # not contiguous: travels in band
+        "dates": np.arange(1000).astype("datetime64[s]"),
+        "label": "kept in the pickle",
+    }
+    received = _through_a_pipe(
+        original, pickling.send_out_of_band, lambda c: pickling.recv_out_of_band(c, direct=direct)
+    )
+    assert received["label"] == original["label"]
+    for key in ("big", "fortran", "strided", "dates"):
+        assert received[key].dtype == original[key].dtype
+        assert np.array_equal(received[key], original[key])
+    assert received["fortran"].flags.f_contiguous
+    assert received["big"].flags.writeable
+
+
+def test_read_message_into_fills_the_buffer_from_a_large_message():
+    payload = np.random.default_rng(2).integers(0, 255, 3 * MiB + 5, dtype=np.uint8)
+    target = np.zeros_like(payload)
+    size = _through_a_pipe(
+        payload, lambda c, p: c.send_bytes(p), lambda c: pickling.read_message_into(c, target)
+    )
+    assert size == payload.nbytes
+    assert np.array_equal(target, payload)
+
+
+def test_read_message_into_refuses_a_buffer_too_small():
+    receiver, sender = mp.Pipe(duplex=False)
+    try:
+        sender.send_bytes(b"x" * 100)
+        with pytest.raises(ValueError, match="does not fit"):
+            pickling.read_message_into(receiver, bytearray(10))
+    finally:
+        sender.close()
+        receiver.close()
+
+
+def test_sum_server_answers_every_transfer_with_the_sum_and_stops():
+    array = _random(2 * MiB)
+    part = array[: len(array) // 3]
+    with pickling.sum_server(SPAWN) as ask:
+        for transfer in pickling.TRANSFERS:
+            assert np.isclose(ask(array, transfer), array.sum())
+            assert np.isclose(ask(part, transfer), part.sum())
+
+
+def test_unknown_transfer_is_refused_before_anything_is_sent():
+    with pickling.sum_server(SPAWN) as ask:
+        with pytest.raises(ValueError, match="transfer must be one of"):
+            ask(np.ones(3), "carrier pigeon")
+        assert ask(np.ones(3), pickling.PICKLED) == 3.0
+
+
+def test_unpickle_error_names_what_the_worker_cannot_find():
+    missing = b"chelpers.workers\nno_such_function\n."  # a protocol-0 reference to a missing name
+    with ProcessPoolExecutor(1, mp_context=SPAWN) as executor:
+        error = executor.submit(workers.unpickle_error, missing).result()
+        fine = executor.submit(workers.unpickle_error, pickle.dumps(workers.echo)).result()
+    assert error.startswith("AttributeError: Can't get attribute 'no_such_function'")
+    assert fine == ""

@@ -1,0 +1,136 @@
+"""helpers.sharedctypes_demo with real spawned processes and real sharedctypes memory."""
+
+import ctypes
+import gc
+import multiprocessing as mp
+import os
+
+import numpy as np
+import pytest
+
+from helpers import sharedctypes_demo as demo
+from helpers.units import MiB
+
+SPAWN = mp.get_context("spawn")
+
+
+def test_as_array_views_a_raw_array_and_a_locked_array_without_copying():
+    raw = SPAWN.RawArray("d", 8)
+    locked = SPAWN.Array("q", 4)
+    raw_view, locked_view = demo.as_array(raw), demo.as_array(locked)
+    assert raw_view.dtype == np.float64 and locked_view.dtype == np.int64
+    assert not raw_view.flags.owndata and not locked_view.flags.owndata
+    raw_view[3] = 2.5
+    locked_view[1] = 7
+    assert raw[3] == 2.5 and locked[1] == 7
+    assert demo.as_array(raw, np.uint8).nbytes == 64
+
+
+def test_shared_copy_of_keeps_shape_dtype_and_values():
+    rng = np.random.default_rng(0)
+    for array in (rng.random((3, 5)), np.arange(12, dtype=np.int32), np.array(["ab", "cde"], dtype="U3")):
+        shared, view = demo.shared_copy_of(SPAWN, array)
+        assert view.shape == array.shape and view.dtype == array.dtype
+        assert np.array_equal(view, array)
+        assert not view.flags.owndata
+        del shared, view
+    shared, view = demo.shared_copy_of(SPAWN, rng.random(4), lock=True)
+    assert hasattr(shared, "get_lock")
+
+
+def test_shared_copy_of_refuses_object_dtypes():
+    with pytest.raises(TypeError, match="Python objects"):
+        demo.shared_copy_of(SPAWN, np.array(["a", 1], dtype=object))
+
+
+def test_a_spawned_process_writes_into_the_parents_raw_array():
+    raw = SPAWN.RawArray("d", 16)
+    child = SPAWN.Process(target=demo.write_at, args=(raw, 15, -1.0))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert demo.as_array(raw)[15] == -1.0
+
+
+def test_pool_workers_read_the_array_they_received_in_their_initializer():
+    source = np.random.default_rng(1).random(2 * MiB // 8)
+    shared, view = demo.shared_copy_of(SPAWN, source)
+    barrier = SPAWN.Barrier(2)
+    bounds = [(0, view.size // 2), (view.size // 2, view.size)]
+    with SPAWN.Pool(2, initializer=demo.init_worker, initargs=(shared, barrier)) as pool:
+        pids = pool.map(demo.pid_together, range(2), chunksize=1)
+        slice_sums = pool.starmap(demo.sum_slice, bounds)
+        whole_sums = pool.map(demo.sum_whole_together, range(2), chunksize=1)
+        arenas = pool.map(demo.arena_together, range(2), chunksize=1)
+        pool.close()
+        pool.join()
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    assert np.isclose(sum(slice_sums), source.sum())
+    assert np.allclose(whole_sums, source.sum())
+    path, inode, size = demo.arena_of(view)
+    assert "/pym-" in path and path.endswith("(deleted)") and size >= view.nbytes
+    assert all(arena[1] == inode for arena in arenas)
+
+
+def test_a_sharedctypes_object_cannot_be_a_task_argument():
+    raw = SPAWN.RawArray("d", 10)
+    with SPAWN.Pool(1) as pool:
+        with pytest.raises(RuntimeError, match="through inheritance"):
+            pool.apply(demo.as_array, (raw,))
+        pool.close()
+        pool.join()
+
+
+def test_a_view_given_as_a_task_argument_is_a_copy():
+    raw = SPAWN.RawArray("d", 10)
+    view = demo.as_array(raw)
+    with SPAWN.Pool(1) as pool:
+        assert pool.apply(demo.fill_argument, (view, 7.0)) == 7.0
+        pool.close()
+        pool.join()
+    assert not view.any()
+
+
+def test_arena_of_refuses_an_ordinary_array():
+    with pytest.raises(LookupError):
+        demo.arena_of(np.ones(10))
+
+
+def test_a_big_arena_is_unmapped_with_the_last_view():
+    raw = SPAWN.RawArray("d", 4 * MiB // 8)
+    view = demo.as_array(raw)
+    inode = demo.arena_of(view)[1]
+    del raw
+    assert any(mapping[1] == inode for mapping in demo.arena_mappings())
+    del view
+    gc.collect()
+    assert not any(mapping[1] == inode for mapping in demo.arena_mappings())
+
+
+def test_named_shm_mapped_sees_a_spawn_contexts_semaphore_until_it_is_collected():
+    before = set(demo.named_shm_mapped())
+    locked = SPAWN.Array(ctypes.c_double, 3)
+    name = "/dev/shm/sem" + locked.get_lock()._semlock.name.replace("/", ".")
+    assert name in set(demo.named_shm_mapped()) - before
+    del locked
+    gc.collect()
+    assert name not in demo.named_shm_mapped()
+
+
+def test_counter_pool_counts_exactly_with_the_lock_and_never_more_without():
+    with demo.CounterPool(SPAWN, 2) as counters:
+        runs = demo.measure_increments(
+            counters, {"unlocked": 20_000, "item": 2_000, "locked": 2_000, "local": 20_000}, repeat=2
+        )
+        with pytest.raises(ValueError, match="way must be one of"):
+            counters.run("atomic", 10)
+    assert all(len(way_runs) == 2 for way_runs in runs.values())
+    for run in runs["locked"] + runs["local"]:
+        assert run.count == run.expected == 2 * run.iterations and run.lost == 0
+    for run in runs["unlocked"] + runs["item"]:
+        assert 0 < run.count <= run.expected
+    for way_runs in runs.values():
+        assert all(len(run.seconds) == 2 and min(run.seconds) > 0 for run in way_runs)
+        assert all(len(run.cpu_seconds) == 2 and min(run.cpu_seconds) > 0 for run in way_runs)
+        assert demo.median_seconds_per_update(way_runs) > 0
+        assert demo.median_seconds_per_update(way_runs, cpu=True) > 0
