@@ -9,6 +9,8 @@ INSTALLED := $(VENV)/.installed
 # The array size (MiB) the test suite runs every notebook at; the lessons read it through
 # helpers.config (LAB_ARRAY_MB), the same code a reader runs at the default size.
 TEST_ARRAY_MB ?= 16
+# Jupyter refuses to run as root unless told to (containers, CI machines).
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NBVAL := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 
 .PHONY: help setup lab test lint unit test-notebooks notebooks clean
@@ -28,7 +30,7 @@ $(INSTALLED): pyproject.toml
 setup: $(INSTALLED)
 
 lab: $(INSTALLED)
-	$(BIN)/jupyter lab --notebook-dir=notebooks 00_start_here.ipynb
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ALLOW_ROOT) notebooks/00_start_here.ipynb
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check helpers tests
