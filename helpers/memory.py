@@ -33,7 +33,7 @@ MAX_CPU_SHARE = 0.05  # the sampler's promise: at most this share of one core
 # average, half the promise, leaving room for noise.
 TARGET_CPU_SHARE = MAX_CPU_SHARE / 2
 RSS_CHANGE_BYTES = 1024 * 1024
-REFRESH_SECONDS = 1.0
+REFRESH_SECONDS = 0.25
 BURST_CPU_SECONDS = 0.015  # CPU time the sampler may spend at once when the tree changes
 
 
@@ -42,13 +42,15 @@ class TreeSample:
     """The whole tree at one instant: per-process figures and their sums, in bytes.
 
     ``time`` is seconds since tracking began; ``shm`` and ``cgroup`` are bytes above their
-    level when tracking began (``cgroup`` is None where the counter is not readable).
+    level when tracking began (``cgroup`` is None where the counter is not readable). ``exact``
+    says whether PSS and USS were read afresh in this sample.
     """
 
     time: float
     processes: dict[int, ProcessMemory]
     shm: int
     cgroup: int | None
+    exact: bool = True  # False: PSS/USS carried over from the last exact read (RSS is always fresh)
 
     @property
     def rss(self) -> int:
@@ -120,13 +122,17 @@ class MemoryReport:
         t1 = self.marks[end] if isinstance(end, str) else (end if end is not None else float("inf"))
         return [s for s in self.samples if t0 <= s.time <= t1]
 
-    def steady(self, start: str | float, end: str | float | None = None) -> SteadyState:
+    def steady(self, start: str | float, end: str | float | None = None,
+               exact_only: bool = False) -> SteadyState:
         """Median tree RSS/USS/PSS, shm and cgroup (bytes) between two marks.
 
         Use it for "what does the tree hold": a polled sum overshoots while processes attach,
-        because processes are read one after another.
+        because processes are read one after another. ``exact_only`` keeps only samples whose
+        PSS/USS were read afresh (copy-on-write un-sharing changes them without moving RSS).
         """
         chosen = self.window(start, end)
+        if exact_only:
+            chosen = [sample for sample in chosen if sample.exact]
         if not chosen:
             raise ValueError(f"no samples between {start!r} and {end!r}; hold the state longer")
         cgroups = [s.cgroup for s in chosen if s.cgroup is not None]
@@ -211,7 +217,8 @@ class _TreeSampler:
         rss = {pid: resident_bytes(pid, self.files) for pid in pids}
         self.files.sweep_untouched()
         processes: dict[int, ProcessMemory] = {}
-        if exact or self._exact_read_needed(pids, rss, now):
+        exact = exact or self._exact_read_needed(pids, rss, now)
+        if exact:
             for pid in pids:
                 measured = process_memory(pid)
                 if measured is not None:
@@ -232,6 +239,7 @@ class _TreeSampler:
             # Stamped when the reading ended: a sample is never dated before a change it saw.
             time=time.perf_counter() - self.report._clock_start,
             processes=processes,
+            exact=exact,
             shm=(shm_now - self.shm_start) if shm_now is not None else 0,
             cgroup=(cgroup_now - self.cgroup_start)
             if cgroup_now is not None and self.cgroup_start is not None
@@ -281,7 +289,8 @@ def track_memory(interval: float = DEFAULT_INTERVAL, trace_python: bool = True) 
     ``trace_python`` also records tracemalloc's peak for this process (started here if needed;
     forked children do not inherit it). The sampler is a thread, never a forked process. Every
     sample reads each process's RSS (cheap); PSS and USS are re-read (~0.5 ms a process) when a
-    process came or went, an RSS moved by 1 MiB, or every second, and after such a read the
+    process came or went, an RSS moved by 1 MiB, or every 0.25 s (copy-on-write un-sharing
+    changes PSS and USS but not RSS), and after such a read the
     sampler waits long enough to stay under 2.5 % of a core (``interval`` is the shortest wait).
     """
     global _started_tracemalloc_here
