@@ -228,3 +228,39 @@ def time_loads_of_received(receiver, sender) -> None:
     finally:
         receiver.close()
         sender.close()
+
+
+# --- Lesson 05: workers that map an array from a file by path (helpers.memmaps) -------------
+
+
+def sum_memmap_slice(spec, start: int, stop: int) -> float:
+    """Map the file a MemmapSpec describes read-only and sum ``[start:stop]`` (one worker's share)."""
+    array = spec.open("r")
+    try:
+        return float(np.sum(array[start:stop]))
+    finally:
+        del array
+
+
+def hold_memmap(spec, started, go, mapped, release) -> None:
+    """Say ``started``; on ``go`` map the whole file read-only and read every page, say ``mapped``,
+    then keep the mapping until ``release`` is set."""
+    started.set()
+    go.wait()
+    array = spec.open("r")
+    touch_pages(array)
+    mapped.set()
+    release.wait()
+    del array
+
+
+def write_through_memmap(spec, index: int, value: float, mode: str) -> float:
+    """Map the file with ``mode`` ('r+' or 'c'), write ``value`` at ``index``, flush; return what
+    this worker then reads at ``index`` (its own view of the write)."""
+    array = spec.open(mode)
+    try:
+        array[index] = value
+        array.flush()
+        return float(array[index])
+    finally:
+        del array
