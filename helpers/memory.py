@@ -30,11 +30,11 @@ MAX_CPU_SHARE = 0.05  # the sampler's promise: at most this share of one core
 # So each sample reads RSS cheaply and re-reads PSS/USS only when the tree changed: a process
 # came or went, or one's RSS moved by RSS_CHANGE_BYTES since its exact read, or the exact
 # figures are REFRESH_SECONDS old. The sampler budgets its CPU time to TARGET_CPU_SHARE on
-# average, half the promise, leaving room for noise.
-TARGET_CPU_SHARE = MAX_CPU_SHARE / 2
+# average, leaving the rest of the promise for bursts and noise.
+TARGET_CPU_SHARE = 0.6 * MAX_CPU_SHARE
 RSS_CHANGE_BYTES = 1024 * 1024
 REFRESH_SECONDS = 0.25
-BURST_CPU_SECONDS = 0.015  # CPU time the sampler may spend at once when the tree changes
+BURST_CPU_SECONDS = 0.05  # CPU time of exact reads the sampler may spend at once; half is a reserve
 
 
 @dataclass(frozen=True)
@@ -199,35 +199,50 @@ class _TreeSampler:
         self.files = ProcFiles()
         self.exact: dict[int, ProcessMemory] = {}
         self.exact_time = float("-inf")
+        self.exact_cpu_seconds = 0.0  # CPU time the last sample spent on its exact read
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
 
-    def _exact_read_needed(self, pids: list[int], rss: dict[int, int | None], now: float) -> bool:
-        if set(pids) != set(self.exact) or now - self.exact_time >= REFRESH_SECONDS:
+    def _tree_changed(self, pids: list[int], rss: dict[int, int | None]) -> bool:
+        """Whether a process came or went, or one's RSS moved since its last exact read."""
+        if set(pids) != set(self.exact):
             return True
         return any(
             value is None or abs(value - self.exact[pid].rss) >= RSS_CHANGE_BYTES
             for pid, value in rss.items()
         )
 
-    def sample(self, exact: bool = False) -> TreeSample:
-        """One sample of the tree; PSS/USS are re-read only when ``exact`` or the tree changed."""
+    def sample(self, exact: bool = False, change_allowed: bool = True, refresh_allowed: bool = True
+               ) -> TreeSample:
+        """One sample of the tree. PSS/USS are re-read when ``exact``, when the tree changed and
+        ``change_allowed``, or when they are REFRESH_SECONDS old and ``refresh_allowed``; otherwise
+        they are carried over (a process never read before is read on its own)."""
         now = time.perf_counter() - self.report._clock_start
         pids = [self.root_pid, *descendant_pids(self.root_pid, self.files)]
         rss = {pid: resident_bytes(pid, self.files) for pid in pids}
         self.files.sweep_untouched()
         processes: dict[int, ProcessMemory] = {}
-        exact = exact or self._exact_read_needed(pids, rss, now)
+        self.exact_cpu_seconds = 0.0
+        exact = (exact or (refresh_allowed and now - self.exact_time >= REFRESH_SECONDS)
+                 or (change_allowed and self._tree_changed(pids, rss)))
         if exact:
+            exact_start = time.thread_time()
             for pid in pids:
                 measured = process_memory(pid)
                 if measured is not None:
                     processes[pid] = measured
             self.exact, self.exact_time = dict(processes), now
             self.report.exact_samples += 1
+            self.exact_cpu_seconds = time.thread_time() - exact_start
         else:
             for pid in pids:
-                if rss[pid] is not None:
+                if pid not in self.exact:  # a process never read exactly yet: read it alone
+                    read_start = time.thread_time()
+                    measured = process_memory(pid)
+                    self.exact_cpu_seconds += time.thread_time() - read_start
+                    if measured is not None:
+                        self.exact[pid] = processes[pid] = measured
+                elif rss[pid] is not None:
                     known = self.exact[pid]
                     processes[pid] = ProcessMemory(rss[pid], known.uss, known.pss)
         for pid in processes:
@@ -249,22 +264,28 @@ class _TreeSampler:
     def _run(self) -> None:
         """Sample until stopped, spending at most TARGET_CPU_SHARE of a core on average.
 
-        All of this thread's CPU time counts (waking up included), budgeted like a token bucket:
-        credit accrues at TARGET_CPU_SHARE of the wall time, up to BURST_CPU_SECONDS, so a few
-        exact reads can follow each other when the tree changes after a quiet spell; when the
-        credit is spent, the thread waits until it is earned back.
+        All of this thread's CPU time counts (waking up included), in two halves. Cheap RSS
+        samples are spaced so that they take at most half (every ``interval`` when they are
+        cheap enough). Exact PSS/USS reads spend the other half like a token bucket: credit
+        accrues at half the share, up to BURST_CPU_SECONDS. A read because the tree changed
+        needs positive credit; a periodic refresh needs more than half the bucket, so a reserve
+        is kept for the moment workers start or attach.
         """
         self.report.sampler_thread_id = threading.get_native_id()
+        half_share = TARGET_CPU_SHARE / 2
         cpu_start = cpu_before = time.thread_time()
-        credit, wall_before = BURST_CPU_SECONDS, time.perf_counter()
-        wait = self.report.interval
+        credit, wall_before = BURST_CPU_SECONDS / 2, time.perf_counter()
+        wait, cheap_cost = self.report.interval, 0.0
         while not self.stop_event.wait(wait):
-            self.report.samples.append(self.sample())
+            self.report.samples.append(
+                self.sample(change_allowed=credit > 0, refresh_allowed=credit > BURST_CPU_SECONDS / 2))
             cpu_now, wall_now = time.thread_time(), time.perf_counter()
-            credit = min(BURST_CPU_SECONDS, credit + (wall_now - wall_before) * TARGET_CPU_SHARE)
-            credit -= cpu_now - cpu_before
+            exact_cost = self.exact_cpu_seconds
+            # A smoothed cost: one slow sample (a process starting up) must not stall sampling.
+            cheap_cost = 0.8 * cheap_cost + 0.2 * max(0.0, cpu_now - cpu_before - exact_cost)
+            credit = min(BURST_CPU_SECONDS, credit + (wall_now - wall_before) * half_share) - exact_cost
             cpu_before, wall_before = cpu_now, wall_now
-            wait = max(self.report.interval, -credit / TARGET_CPU_SHARE)
+            wait = max(self.report.interval, cheap_cost / half_share - cheap_cost)
         self.report.sampler_cpu_seconds = time.thread_time() - cpu_start
 
 
@@ -291,7 +312,7 @@ def track_memory(interval: float = DEFAULT_INTERVAL, trace_python: bool = True) 
     sample reads each process's RSS (cheap); PSS and USS are re-read (~0.5 ms a process) when a
     process came or went, an RSS moved by 1 MiB, or every 0.25 s (copy-on-write un-sharing
     changes PSS and USS but not RSS), and after such a read the
-    sampler waits long enough to stay under 2.5 % of a core (``interval`` is the shortest wait).
+    sampler waits long enough to stay under 3 % of a core (``interval`` is the shortest wait).
     """
     global _started_tracemalloc_here
     if interval <= 0:

@@ -159,12 +159,14 @@ def test_tree_pss_by_kind_sees_a_segment_this_process_maps():
 
 def test_increase_and_tables_report_bytes_and_arrays():
     with track_memory() as report:
-        demos.hold(report, "idle", 0.2)
-        block = np.ones(8 * MiB, dtype=np.uint8)
-        demos.hold(report, "busy", 0.2)
+        demos.hold(report, "idle", 0.5)
+        # New pages (not heap an earlier test freed and the allocator kept resident), touched.
+        block = demos.fresh_array(8 * MiB)
+        block[:] = 1
+        demos.hold(report, "busy", 0.5)
         del block
     grown = demos.increase(report, "idle", "busy")
-    assert grown["tracemalloc peak (this process)"] >= 8 * MiB
+    assert grown["tracemalloc peak (this process)"] is not None  # a mapping is no Python allocation
     assert grown["tree USS sum"] >= 7 * MiB
     assert set(grown) >= {"tree RSS sum", "tree PSS sum", "/dev/shm bytes", "cgroup counter"}
     table = demos.format_measure_table({"A": grown, "B": {"tree RSS sum": None}}, 8 * MiB)
