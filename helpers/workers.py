@@ -264,3 +264,53 @@ def write_through_memmap(spec, index: int, value: float, mode: str) -> float:
         return float(array[index])
     finally:
         del array
+
+
+# --- Lesson 06: workers that attach a SharedNDArray by handle (helpers.shm, helpers.shm_pitfalls) ---
+
+
+def sum_segment_slice(name: str, n_items: int, start: int, stop: int) -> float:
+    """Attach a stdlib ``SharedMemory`` segment by name, view ``n_items`` float64, sum ``[start:stop]``.
+
+    The by-hand way: under spawn the worker shares its parent's resource tracker, so attaching
+    by name here neither unlinks nor warns (an unrelated process would: see helpers.shm_pitfalls).
+    """
+    segment = shared_memory.SharedMemory(name=name)
+    try:
+        view = np.ndarray((n_items,), dtype=np.float64, buffer=segment.buf)
+        total = float(np.sum(view[start:stop]))
+        del view
+        return total
+    finally:
+        segment.close()
+
+
+def nansum_field_slice(handle, field: str, start: int, stop: int) -> float:
+    """Attach a shared record array and return ``np.nansum`` of one numeric field over ``[start:stop]``."""
+    from helpers.shm import attach
+
+    with attach(handle) as records:
+        return float(np.nansum(records[field][start:stop]))
+
+
+def field_digest(handle, field: str) -> str:
+    """SHA-256 (hex) of one field's bytes of a shared record array, as this worker reads them."""
+    import hashlib
+
+    from helpers.shm import attach
+
+    with attach(handle) as records:
+        return hashlib.sha256(np.ascontiguousarray(records[field]).tobytes()).hexdigest()
+
+
+def attach_on_go_and_hold(handle, started, go, attached, release) -> None:
+    """Say ``started`` (idle, nothing attached); on ``go`` attach the shared array and read every
+    page, say ``attached``; hold the mapping until ``release`` is set."""
+    from helpers.shm import attach
+
+    started.set()
+    go.wait()
+    with attach(handle) as array:
+        touch_pages(array)
+        attached.set()
+        release.wait()
