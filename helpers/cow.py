@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from helpers.demos import join_or_kill
 from helpers.proctree import ProcessMemory, process_memory
 from helpers.units import format_bytes
 
@@ -220,14 +221,10 @@ def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
             except OSError:
                 pass  # that worker is gone already
             pipe.close()
+        join_or_kill(processes, JOIN_SECONDS)
         for process in processes:
-            if process.pid is None:
-                continue
-            process.join(JOIN_SECONDS)
-            if process.is_alive():
-                process.kill()
-                process.join()
-            process.close()
+            if process.pid is not None:
+                process.close()
 
 
 def rows_of_floats(array: np.ndarray, n_rows: int) -> list[list[float]]:

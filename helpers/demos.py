@@ -145,14 +145,26 @@ def hold(report, label: str, seconds: float = HOLD_SECONDS, during: Callable[[],
     return result
 
 
-def _wait_until_ready(ready, process, timeout: float = READY_SECONDS) -> None:
-    """Wait for a worker's ``ready`` event; fail fast, naming the exit code, if it died first."""
+def wait_until_ready(events, processes, timeout: float = READY_SECONDS) -> None:
+    """Wait for each worker's event; fail fast, naming the exit code, if a worker died first."""
     deadline = time.monotonic() + timeout
-    while not ready.wait(0.05):
-        if not process.is_alive():
-            raise RuntimeError(f"a worker exited with code {process.exitcode} before it was ready")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"a worker did not become ready within {timeout:.0f} s")
+    for event, process in zip(events, processes, strict=True):
+        while not event.wait(0.05):
+            if not process.is_alive():
+                raise RuntimeError(f"a worker exited with code {process.exitcode} before it was ready")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"a worker did not become ready within {timeout:.0f} s")
+
+
+def join_or_kill(processes, timeout: float = JOIN_SECONDS) -> None:
+    """Join every started process, killing any that has not ended within ``timeout`` seconds."""
+    for process in processes:
+        if process.pid is None:
+            continue
+        process.join(timeout)
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 @dataclass(frozen=True)
@@ -189,8 +201,7 @@ def hold_in_workers(
     try:
         for process in processes:
             process.start()
-        for ready, process in zip(readies, processes, strict=True):
-            _wait_until_ready(ready, process)
+        wait_until_ready(readies, processes)
         time.sleep(SETTLE_SECONDS)
         if report is not None:
             result = hold(report, label, hold_seconds, during)
@@ -200,13 +211,7 @@ def hold_in_workers(
             time.sleep(hold_seconds / 2)
     finally:
         release.set()
-        for process in processes:
-            if process.pid is None:
-                continue
-            process.join(JOIN_SECONDS)
-            if process.is_alive():
-                process.kill()
-                process.join()
+        join_or_kill(processes)
     return Held([p.pid for p in processes if p.pid is not None], result)
 
 

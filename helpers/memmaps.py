@@ -17,7 +17,6 @@ import re
 import shutil
 import stat
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from helpers.demos import hold, join_or_kill, wait_until_ready
 from helpers.leftovers import SHM_DIR, TEMP_PREFIX
 from helpers.proctree import descendant_pids
 from helpers.units import format_bytes
@@ -221,16 +221,6 @@ class MemmapSpec:
                          offset=self.offset)
 
 
-def _wait_all(events, processes, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    for event, process in zip(events, processes, strict=True):
-        while not event.wait(0.05):
-            if not process.is_alive():
-                raise RuntimeError(f"a worker exited with code {process.exitcode} before it was ready")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"a worker was not ready within {timeout:.0f} s")
-
-
 def map_and_hold_in_workers(context, spec: MemmapSpec, n_workers: int, report=None,
                             hold_seconds: float = 1.5, label: str = "",
                             timeout: float = 60.0) -> dict[str, FileMemory]:
@@ -242,7 +232,6 @@ def map_and_hold_in_workers(context, spec: MemmapSpec, n_workers: int, report=No
     and while read, under the keys ``'workers idle'`` and ``'workers read'``.
     """
     from helpers import workers
-    from helpers.demos import hold
 
     go, release = context.Event(), context.Event()
     started = [context.Event() for _ in range(n_workers)]
@@ -253,11 +242,11 @@ def map_and_hold_in_workers(context, spec: MemmapSpec, n_workers: int, report=No
     try:
         for process in processes:
             process.start()
-        _wait_all(started, processes, timeout)
+        wait_until_ready(started, processes, timeout)
         for state, event_list in (("workers idle", None), ("workers read", mapped)):
             if event_list is not None:
                 go.set()
-                _wait_all(event_list, processes, timeout)
+                wait_until_ready(event_list, processes, timeout)
             measure = lambda: file_memory_in_tree(spec.path)  # noqa: E731
             if report is not None:
                 seen[state] = hold(report, label + state, hold_seconds, during=measure)
@@ -266,11 +255,5 @@ def map_and_hold_in_workers(context, spec: MemmapSpec, n_workers: int, report=No
     finally:
         go.set()
         release.set()
-        for process in processes:
-            if process.pid is None:
-                continue
-            process.join(timeout)
-            if process.is_alive():
-                process.kill()
-                process.join()
+        join_or_kill(processes, timeout)
     return seen

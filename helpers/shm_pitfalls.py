@@ -187,16 +187,6 @@ def overfill_small_dev_shm(way: str, n_bytes: int = OVERSIZED_SEGMENT_BYTES) -> 
     return _outcome(run_in_small_dev_shm(code, str(n_bytes)))
 
 
-def _wait_all(events, processes, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    for event, process in zip(events, processes, strict=True):
-        while not event.wait(0.05):
-            if not process.is_alive():
-                raise RuntimeError(f"a worker exited with code {process.exitcode} before it was ready")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"a worker was not ready within {timeout:.0f} s")
-
-
 def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, report=None,
                                hold_seconds: float = 1.5, timeout: float = CHILD_TIMEOUT_SECONDS) -> None:
     """Start ``n_workers`` processes; hold them idle, then let each attach the shared array and
@@ -206,7 +196,7 @@ def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, rep
     ``'workers attached end'`` on a MemoryReport when given (see ``helpers.demos.increase``).
     """
     from helpers import workers
-    from helpers.demos import hold
+    from helpers.demos import hold, join_or_kill, wait_until_ready
 
     go, release = context.Event(), context.Event()
     started = [context.Event() for _ in range(n_workers)]
@@ -216,11 +206,11 @@ def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, rep
     try:
         for process in processes:
             process.start()
-        _wait_all(started, processes, timeout)
+        wait_until_ready(started, processes, timeout)
         for state, events in (("workers idle", None), ("workers attached", attached)):
             if events is not None:
                 go.set()
-                _wait_all(events, processes, timeout)
+                wait_until_ready(events, processes, timeout)
             if report is not None:
                 hold(report, state, hold_seconds)
             else:
@@ -228,10 +218,4 @@ def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, rep
     finally:
         go.set()
         release.set()
-        for process in processes:
-            if process.pid is None:
-                continue
-            process.join(timeout)
-            if process.is_alive():
-                process.kill()
-                process.join()
+        join_or_kill(processes, timeout)
