@@ -267,9 +267,10 @@ class _TreeSampler:
         All of this thread's CPU time counts (waking up included), in two halves. Cheap RSS
         samples are spaced so that they take at most half (every ``interval`` when they are
         cheap enough). Exact PSS/USS reads spend the other half like a token bucket: credit
-        accrues at half the share, up to BURST_CPU_SECONDS. A read because the tree changed
-        needs positive credit; a periodic refresh needs more than half the bucket, so a reserve
-        is kept for the moment workers start or attach.
+        accrues at half the share, up to BURST_CPU_SECONDS. A periodic refresh needs more than
+        half the bucket; a read because the tree changed may spend the rest and borrow as much
+        again, so the moment workers start or attach is read exactly (the debt is paid back
+        before the next refresh).
         """
         self.report.sampler_thread_id = threading.get_native_id()
         half_share = TARGET_CPU_SHARE / 2
@@ -278,7 +279,8 @@ class _TreeSampler:
         wait, cheap_cost = self.report.interval, 0.0
         while not self.stop_event.wait(wait):
             self.report.samples.append(
-                self.sample(change_allowed=credit > 0, refresh_allowed=credit > BURST_CPU_SECONDS / 2))
+                self.sample(change_allowed=credit > -BURST_CPU_SECONDS / 2,
+                            refresh_allowed=credit > BURST_CPU_SECONDS / 2))
             cpu_now, wall_now = time.thread_time(), time.perf_counter()
             exact_cost = self.exact_cpu_seconds
             # A smoothed cost: one slow sample (a process starting up) must not stall sampling.
@@ -312,7 +314,8 @@ def track_memory(interval: float = DEFAULT_INTERVAL, trace_python: bool = True) 
     sample reads each process's RSS (cheap); PSS and USS are re-read (~0.5 ms a process) when a
     process came or went, an RSS moved by 1 MiB, or every 0.25 s (copy-on-write un-sharing
     changes PSS and USS but not RSS), and after such a read the
-    sampler waits long enough to stay under 3 % of a core (``interval`` is the shortest wait).
+    sampler waits long enough to stay under 3 % of a core on average; when the tree changes it
+    may spend up to 75 ms of CPU at once to read it exactly (``interval`` is the shortest wait).
     """
     global _started_tracemalloc_here
     if interval <= 0:

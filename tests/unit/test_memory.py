@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from helpers import workers
-from helpers.memory import DEFAULT_INTERVAL, MAX_CPU_SHARE, track_memory
+from helpers.memory import (
+    BURST_CPU_SECONDS,
+    DEFAULT_INTERVAL,
+    MAX_CPU_SHARE,
+    TARGET_CPU_SHARE,
+    track_memory,
+)
 from helpers.units import MiB
 
 ARRAY_BYTES = 96 * MiB
@@ -139,8 +145,11 @@ def test_the_sampler_samples_while_a_tree_changes():
         _hold_in_workers(workers.allocate_and_hold, (8 * MiB,), 4, report, "busy")
     held = report.window("busy holding", "busy end")
     assert len(held) >= 3
-    assert report.steady("busy holding", "busy end", exact_only=True).samples >= 1
-    assert report.sampler_cpu_seconds / report.duration < MAX_CPU_SHARE
+    assert report.exact_samples >= 3  # the workers' arrival was read exactly, not only carried over
+    # While the tree changes the sampler may spend its bucket and borrow as much again
+    # (1.5 bursts) on top of its average share; a smoothing slack of 10 ms covers cheap samples.
+    allowed = TARGET_CPU_SHARE * report.duration + 1.5 * BURST_CPU_SECONDS + 0.01
+    assert report.sampler_cpu_seconds <= allowed
 
 
 def test_tracemalloc_sees_numpy_buffers_and_shm_counter_sees_segments():
