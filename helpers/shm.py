@@ -17,6 +17,7 @@ import mmap
 import os
 import secrets
 import stat
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +30,13 @@ from helpers.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.units import format_bytes
 
 OWNER_ONLY = stat.S_IRUSR | stat.S_IWUSR  # 0o600: no other user can read or write the segment
+# madvise(MADV_POPULATE_WRITE), Linux 5.14+: map every page of a new segment in one call instead of
+# one page fault per 4 KiB at first write (about a third less time to fill a new segment here).
+MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+# Every mapping this process made of one of our segments: map -> (segment name, base address).
+# handle_of() uses it to tell an array that already lives in shared memory from a private one.
+_MAPPED_SEGMENTS: weakref.WeakKeyDictionary[mmap.mmap, tuple[str, int]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,10 @@ class _Mapping:
                     ) from None
             self.size = os.fstat(fd).st_size
             self.map = mmap.mmap(fd, self.size) if self.size else None
+            if self.map is not None and create_bytes is not None:
+                _populate(self.map)
+            if self.map is not None:
+                _MAPPED_SEGMENTS[self.map] = (name, np.frombuffer(self.map, np.uint8).ctypes.data)
         finally:
             os.close(fd)
 
@@ -128,6 +140,15 @@ class _Mapping:
             except BufferError:
                 pass  # views still alive keep the mapping valid; it is released with them
             self.map = None
+
+
+def _populate(segment_map: mmap.mmap) -> None:
+    if not hasattr(segment_map, "madvise"):
+        return
+    try:
+        segment_map.madvise(MADV_POPULATE_WRITE)
+    except OSError:
+        pass  # older kernel: pages are mapped at first write instead
 
 
 def _view(mapping: _Mapping, handle: ArrayHandle) -> np.ndarray:
@@ -173,8 +194,14 @@ class SharedNDArray:
         segment_bytes = max(n_bytes, 1)  # POSIX segments cannot be empty
         _check_room(segment_bytes)
         name = _new_name()
-        mapping = _Mapping(name, create_bytes=segment_bytes)
-        resource_tracker.register("/" + name, "shared_memory")  # unlinked if this process dies
+        # Registered before it exists, so a kill at any moment after creation is covered: the
+        # tracker unlinks the segment if this process dies without unlinking it.
+        resource_tracker.register("/" + name, "shared_memory")
+        try:
+            mapping = _Mapping(name, create_bytes=segment_bytes)
+        except BaseException:
+            resource_tracker.unregister("/" + name, "shared_memory")
+            raise
         return cls(mapping, ArrayHandle(name, shape, dtype, strides), owner=True)
 
     @classmethod
@@ -203,6 +230,12 @@ class SharedNDArray:
     def name(self) -> str:
         """The segment's name in /dev/shm."""
         return self.handle.name
+
+    def mapped_buffer(self) -> mmap.mmap:
+        """This process's mapping of the whole segment (views made from it keep it mapped)."""
+        if self._array is None or self._mapping.map is None:
+            raise ValueError(f"shared array {self.handle.name!r} is closed")
+        return self._mapping.map
 
     def close(self) -> None:
         """Stop using the segment in this process (views still alive keep their mapping)."""
@@ -265,6 +298,31 @@ def attach(handle: ArrayHandle) -> Iterator[np.ndarray]:
         yield shared.array
     finally:
         shared.close()
+
+
+def handle_of(array: np.ndarray) -> ArrayHandle | None:
+    """The handle of the shared segment ``array`` views, or None when its memory is private.
+
+    Follows ``.base`` to the buffer at the bottom; if that is a mapping of one of our segments
+    (made by ``SharedNDArray`` or ``attach`` in this process) whose name still exists, the handle
+    carries the array's own shape, strides and byte offset, so another process can attach exactly
+    this view, zero-copy.
+    """
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    if not isinstance(base, mmap.mmap):
+        return None
+    found = _MAPPED_SEGMENTS.get(base)
+    if found is None or array.dtype.hasobject:
+        return None
+    name, address = found
+    if not (SHM_DIR / name).exists():
+        return None  # unlinked: the memory is still mapped here, but no other process can attach it
+    offset = array.ctypes.data - address
+    return ArrayHandle(name, tuple(array.shape), array.dtype, tuple(array.strides), offset)
 
 
 def _creator_pid(name: str) -> int | None:

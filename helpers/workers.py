@@ -7,8 +7,11 @@ a function defined in a notebook cell lives in ``__main__`` and cannot be found 
 
 from __future__ import annotations
 
+import builtins
 import mmap
 import os
+import signal
+import time
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -314,3 +317,77 @@ def attach_on_go_and_hold(handle, started, go, attached, release) -> None:
         touch_pages(array)
         attached.set()
         release.wait()
+
+
+# --- helpers.executor: tasks its tests and lesson 07 submit -------------------------------------
+
+
+def raise_error(kind: str, message: str) -> None:
+    """Raise the built-in exception named ``kind`` (e.g. "ValueError") with ``message``."""
+    raise getattr(builtins, kind)(message)
+
+
+def sleep_then_echo(seconds: float, value):
+    """Wait ``seconds``, then return ``value`` unchanged."""
+    time.sleep(seconds)
+    return value
+
+
+def kill_this_worker(_=None) -> None:
+    """SIGKILL the process running this task (a crashed worker, for tests)."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fill_in_place(array: np.ndarray, value) -> None:
+    """Write ``value`` into every item of ``array`` (visible to the caller only if it is shared)."""
+    array[...] = value
+
+
+def describe_array(array: np.ndarray) -> dict:
+    """Shape, dtype, memory order and writability of an array as the worker sees it."""
+    return {"shape": array.shape, "dtype": array.dtype, "c_contiguous": array.flags.c_contiguous,
+            "f_contiguous": array.flags.f_contiguous, "writeable": array.flags.writeable}
+
+
+def plus_one_and_slice(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A new array (``array + 1``) and a view of the argument (its second half), as a pair."""
+    return array + 1, array[array.shape[0] // 2:]
+
+
+# --- Lesson 07: tasks the shared-memory executor lesson submits (helpers.executor_demos) -------
+
+
+def call_on_handle(fn, handle, *args):
+    """Worker side of ``executor_demos.submit_with_handles``: attach the shared array by its
+    handle (no copy) and return ``fn(array, *args)``."""
+    from helpers.shm import attach
+
+    with attach(handle) as array:
+        return fn(array, *args)
+
+
+_hold_signals: tuple | None = None  # (ready semaphore, release event), set by remember_hold_signals
+
+
+def remember_hold_signals(ready, release) -> None:
+    """Pool initializer: keep the semaphore a task releases once it holds its argument, and the
+    event that ends the hold (synchronization objects cross only when a worker starts)."""
+    global _hold_signals
+    _hold_signals = (ready, release)
+
+
+def hold_argument(array: np.ndarray) -> int:
+    """Read every page of ``array``, signal that it is held, keep it until released; return its bytes."""
+    ready, release = _hold_signals
+    touch_pages(array)
+    ready.release()
+    release.wait()
+    return int(array.nbytes)
+
+
+def announce_then_sleep(array: np.ndarray, seconds: float) -> int:
+    """Print 'running <pid>' (flushed), then sleep ``seconds`` holding ``array``: a task caught mid-flight."""
+    print(f"running {os.getpid()}", flush=True)
+    time.sleep(seconds)
+    return int(array.nbytes)
+

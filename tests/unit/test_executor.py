@@ -1,0 +1,281 @@
+"""SharedMemoryExecutor: drop-in behaviour, what crosses how, and that no segment outlives its use.
+
+Real worker processes and real /dev/shm segments throughout; the autouse fixture in conftest.py
+fails any test that leaves a segment behind.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import concurrent.futures._base
+import copyreg
+import gc
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.reduction import ForkingPickler
+
+import numpy as np
+import pytest
+
+from helpers import leftovers, workers
+from helpers.executor import SharedMemoryExecutor
+from helpers.leftovers import SEGMENT_PREFIX, SHM_DIR
+from helpers.shm import SharedNDArray, handle_of
+
+BIG = 2**20 // 8 * 2  # float64 items in 2 MiB: above the 1 MiB default threshold
+Pair = collections.namedtuple("Pair", "left right")
+
+
+def our_segments() -> set[str]:
+    return {name for name in os.listdir(SHM_DIR) if name.startswith(f"{SEGMENT_PREFIX}{os.getpid()}_")}
+
+
+def random_array(n_items: int = BIG, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).random(n_items)
+
+
+@pytest.fixture
+def executor():
+    with SharedMemoryExecutor(2, mp.get_context("spawn")) as shared_executor:
+        yield shared_executor
+
+
+def test_is_a_process_pool_executor_and_patches_nothing_global(executor):
+    before = (concurrent.futures.Future, concurrent.futures._base.Future,
+              concurrent.futures.ProcessPoolExecutor, dict(ForkingPickler._extra_reducers),
+              dict(copyreg.dispatch_table))
+    assert executor.submit(workers.echo, random_array()).result().shape == (BIG,)
+    assert isinstance(executor, concurrent.futures.ProcessPoolExecutor)
+    after = (concurrent.futures.Future, concurrent.futures._base.Future,
+             concurrent.futures.ProcessPoolExecutor, dict(ForkingPickler._extra_reducers),
+             dict(copyreg.dispatch_table))
+    assert after == before
+    assert concurrent.futures._base.Future.set_result is concurrent.futures.Future.set_result
+
+
+def test_big_arrays_nested_in_containers_round_trip(executor):
+    array = random_array()
+    value = {"list": [array, 1, "x"], "tuple": (array[:10], array), "pair": Pair(array, None)}
+    back = executor.submit(workers.echo, value).result()
+    assert back["list"][1:] == [1, "x"] and back["pair"].right is None
+    assert isinstance(back["pair"], Pair) and isinstance(back["tuple"], tuple)
+    for got in (back["list"][0], back["tuple"][1], back["pair"].left):
+        np.testing.assert_array_equal(got, array)
+    np.testing.assert_array_equal(back["tuple"][0], array[:10])
+    assert handle_of(back["tuple"][0]) is None  # small arrays are pickled as usual
+
+
+@pytest.mark.parametrize("dtype", [
+    np.dtype([("time", "M8[ns]"), ("value", ">f4"), ("label", "U3")]),
+    np.dtype(">i8"),
+    np.dtype("M8[ms]"),
+    np.dtype("c16"),
+])
+def test_dtypes_round_trip_exactly(executor, dtype):
+    array = np.zeros(2**20 // dtype.itemsize + 1, dtype=dtype)
+    raw = array.view(np.uint8)
+    raw[:] = np.random.default_rng(1).integers(0, 256, raw.size, dtype=np.uint8)
+    if dtype.names:
+        array["label"] = "abc"  # random bytes are not valid code points
+    back = executor.submit(workers.echo, array).result()
+    assert back.dtype == dtype
+    assert back.tobytes() == array.tobytes()
+
+
+def test_memory_order_and_read_only_are_kept(executor):
+    fortran = np.asfortranarray(random_array().reshape(512, -1))
+    seen = executor.submit(workers.describe_array, fortran).result()
+    assert seen["f_contiguous"] and not seen["c_contiguous"]
+    np.testing.assert_array_equal(executor.submit(workers.echo, fortran).result(), fortran)
+    strided = random_array(BIG * 2)[::2]
+    np.testing.assert_array_equal(executor.submit(workers.echo, strided).result(), strided)
+    frozen = random_array()
+    frozen.flags.writeable = False
+    assert executor.submit(workers.describe_array, frozen).result()["writeable"] is False
+
+
+def test_map_with_chunksize_and_timeout_matches_the_builtin_map(executor):
+    arrays = [random_array(seed=seed) for seed in range(5)]
+    got = list(executor.map(workers.array_nbytes, arrays, chunksize=2, timeout=60))
+    assert got == [array.nbytes for array in arrays]
+    echoed = list(executor.map(workers.echo, arrays, chunksize=3))
+    for back, sent in zip(echoed, arrays, strict=True):
+        np.testing.assert_array_equal(back, sent)
+
+
+def test_task_exceptions_keep_their_type_and_release_segments(executor):
+    with pytest.raises(ValueError, match="bad input"):
+        executor.submit(workers.raise_error, "ValueError", "bad input").result()
+    with pytest.raises(ZeroDivisionError):
+        executor.submit(workers.raise_error, "ZeroDivisionError", random_array()).result()
+    executor.segment_pool.collect()
+    assert executor.segment_pool.lent_bytes == 0
+
+
+def test_an_already_shared_array_crosses_without_a_copy(executor):
+    with SharedNDArray.copy_of(random_array(BIG * 2)) as shared:
+        executor.submit(workers.fill_in_place, shared.array, 7.0).result()
+        assert (shared.array == 7.0).all()  # the worker wrote into our memory: no copy was sent
+        echoed = executor.submit(workers.echo, shared.array[::2]).result()  # 2 MiB, strided
+        assert np.shares_memory(echoed, shared.array)
+        del echoed
+
+
+def test_results_are_views_of_inputs_or_adopted_segments_the_caller_owns(executor):
+    array = random_array()
+    new, half = executor.submit(workers.plus_one_and_slice, array).result()
+    np.testing.assert_array_equal(new, array + 1)
+    np.testing.assert_array_equal(half, array[BIG // 2:])
+    assert handle_of(new) is None  # the worker's new segment was unlinked on arrival: ours alone
+    assert handle_of(half) is not None  # a view of the pooled copy of our argument
+    new[:] = 0  # writable, and nobody else sees it
+    pooled = set(executor.segment_pool.names())
+    assert our_segments() <= pooled
+    del new, half
+    gc.collect()
+
+
+def test_a_returned_result_gives_its_segment_back_to_the_pool():
+    with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:
+        array = random_array()
+        for _ in range(4):
+            back = executor.submit(workers.echo, array).result()
+            np.testing.assert_array_equal(back, array)
+            del back
+        assert executor.segment_pool.created == 1 and executor.segment_pool.reused == 3
+        kept = [executor.submit(workers.echo, array).result() for _ in range(2)]
+        assert executor.segment_pool.created == 2  # a result still held keeps its segment
+        del kept
+    assert not our_segments()
+
+
+def test_pool_bytes_zero_keeps_no_idle_segment():
+    with SharedMemoryExecutor(1, mp.get_context("spawn"), pool_bytes=0) as executor:
+        executor.submit(workers.array_nbytes, random_array()).result()
+        executor.submit(workers.echo, 1).result()
+        executor.segment_pool.collect()
+        assert executor.segment_pool.idle_bytes == 0
+        assert not our_segments()
+
+
+def test_cancelled_and_shutdown_pending_work_leave_nothing():
+    executor = SharedMemoryExecutor(1, mp.get_context("spawn"))
+    first = executor.submit(workers.sleep_then_echo, 0.5, random_array())
+    pending = [executor.submit(workers.echo, random_array(seed=seed)) for seed in range(6)]
+    assert pending[-1].cancel() and pending[-1].cancelled()
+    executor.shutdown(wait=True, cancel_futures=True)
+    assert first.result().shape == (BIG,)
+    assert all(future.done() for future in pending)
+    assert any(future.cancelled() for future in pending)
+    del first, pending
+    gc.collect()
+    assert not our_segments()
+
+
+def test_shutdown_without_waiting_frees_segments_once_work_ends():
+    before = leftovers.snapshot()
+    executor = SharedMemoryExecutor(1, mp.get_context("spawn"))
+    future = executor.submit(workers.sleep_then_echo, 0.3, random_array())
+    executor.shutdown(wait=False)
+    assert future.result(timeout=60).shape == (BIG,)
+    del future, executor
+    deadline = time.monotonic() + 10
+    while leftovers.new_since(before) and time.monotonic() < deadline:
+        gc.collect()  # the pool's queues and semaphores go once its manager thread has finished
+        time.sleep(0.05)
+    assert not our_segments()
+
+
+def test_a_killed_worker_breaks_the_pool_and_leaves_nothing():
+    with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:
+        doomed = executor.submit(workers.kill_this_worker, random_array())
+        with pytest.raises(BrokenProcessPool):
+            doomed.result(timeout=60)
+        with pytest.raises(BrokenProcessPool):
+            executor.submit(workers.echo, random_array()).result()
+    del doomed
+    assert not our_segments()
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_every_start_method(method):
+    array = random_array()
+    with SharedMemoryExecutor(2, mp.get_context(method)) as executor:
+        new, half = executor.submit(workers.plus_one_and_slice, array).result()
+        np.testing.assert_array_equal(new, array + 1)
+        np.testing.assert_array_equal(half, array[BIG // 2:])
+        del new, half
+
+
+def test_constructor_arguments_pass_through():
+    with SharedMemoryExecutor(max_workers=1, mp_context=mp.get_context("spawn"), initializer=workers.echo,
+                              initargs=(1,), max_tasks_per_child=1, min_shared_bytes=10) as executor:
+        pids = {executor.submit(workers.worker_pid).result() for _ in range(3)}
+        assert len(pids) == 3  # a new worker per task
+        small = np.arange(4.0)
+        assert handle_of(executor.submit(workers.echo, small).result()) is not None
+
+
+def run_script(body: str) -> subprocess.Popen:
+    """Start ``body`` in a fresh interpreter (its own pid, so its segment names are its own)."""
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(body)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def segments_of(pid: int) -> list[str]:
+    return [name for name in os.listdir(SHM_DIR) if name.startswith(f"{SEGMENT_PREFIX}{pid}_")]
+
+
+def wait_until_present(pid: int, seconds: float = 30) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while not segments_of(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return segments_of(pid)
+
+
+def wait_until_gone(pid: int, seconds: float = 30) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while segments_of(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return segments_of(pid)
+
+
+SCRIPT_WITH_A_TASK_IN_FLIGHT = """
+    import multiprocessing as mp, sys
+    import numpy as np
+    from helpers import leftovers, workers
+    from helpers.executor import SharedMemoryExecutor
+    if __name__ == "__main__":
+        executor = SharedMemoryExecutor(1, mp.get_context("spawn"))
+        future = executor.submit(workers.sleep_then_echo, 2, np.ones(2**20))
+        while not future.running():
+            pass
+        print("in flight", flush=True)
+        {then}
+"""
+
+
+@pytest.mark.parametrize("how", ["KeyboardInterrupt", "SIGKILL"])
+def test_a_program_stopped_mid_task_leaves_nothing(how):
+    script = run_script(SCRIPT_WITH_A_TASK_IN_FLIGHT.format(then="future.result()"))
+    try:
+        assert script.stdout.readline().strip() == "in flight"
+        assert wait_until_present(script.pid), "the argument never reached shared memory"
+        if how == "KeyboardInterrupt":
+            script.send_signal(signal.SIGINT)  # Ctrl-C while the caller waits for the result
+        else:  # no finally, no atexit: the resource tracker unlinks once the program's last
+            script.kill()  # process (the worker, after its task) has let go of it
+        _, stderr = script.communicate(timeout=60)
+    finally:
+        script.kill()
+        script.communicate()
+    if how == "KeyboardInterrupt":
+        assert "KeyboardInterrupt" in stderr
+    assert wait_until_gone(script.pid) == []
