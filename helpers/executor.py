@@ -10,14 +10,15 @@ arrays of at least ``min_shared_bytes`` (also inside tuples, lists and dicts) cr
   after the first calls (a new segment costs a page fault and a zeroed page per 4 KiB).
 - A result that views an argument's segment comes back as a view of that same memory (what the
   function would return if called here); other big results are written by the worker into one
-  new segment per task, which the parent maps and unlinks at once, so the caller's array owns it.
+  new segment per task (named by the parent, registered with the resource tracker by the worker
+  before it exists), which the parent maps and unlinks at once, so the caller's array owns it.
 - A pooled segment goes back to the pool when the task is over and no result views it any more.
 
 No segment outlives its use: leases are returned and per-task result segments unlinked in the
 future's done callback, which runs after success, an exception, cancellation, ``shutdown`` with
-pending work and a broken pool alike; each result segment is registered with the resource tracker
-while in flight, and the pool's segments are owned by this process, so the tracker unlinks them
-if the program is killed (workers leave once orphaned, so the tracker is not kept waiting).
+pending work and a broken pool alike; every segment is registered with the resource tracker
+(shared by the parent and its workers) before it exists, so the tracker unlinks them if the
+program is killed (workers leave once orphaned, so the tracker is not kept waiting).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from multiprocessing import resource_tracker
 
 import numpy as np
 
+from helpers.leftovers import SHM_DIR
 from helpers.segment_pool import SegmentPool
 from helpers.shm import ArrayHandle, handle_of
 from helpers.shm import _Mapping as SegmentMapping
@@ -50,8 +52,8 @@ class _Task:
         self.executor = executor
         self.args, self.kwargs = args, kwargs
         self.result_name = new_segment_name()
+        self.adopted = False  # the parent mapped and unlinked the worker's result segment
         self.roots: dict[str, np.ndarray] = {}  # segment name -> array over its whole mapping
-        resource_tracker.register("/" + self.result_name, "shared_memory")
 
     def __reduce__(self):
         """Pickled when the call is queued to a worker: that is when arrays are put in shared memory."""
@@ -62,11 +64,17 @@ class _Task:
         """Drop this task's hold on its segments; unlink a result segment nobody adopted."""
         self.roots.clear()
         self.args = self.kwargs = None
-        try:
-            _posixshmem.shm_unlink("/" + self.result_name)
-        except FileNotFoundError:
-            pass
-        resource_tracker.unregister("/" + self.result_name, "shared_memory")
+        if not self.adopted and (SHM_DIR / self.result_name).exists():
+            _release_result_segment(self.result_name)  # the task failed after writing its result
+
+
+def _release_result_segment(name: str) -> None:
+    """Unlink a worker's result segment and drop the tracker entry the worker made for it."""
+    try:
+        _posixshmem.shm_unlink("/" + name)
+    except FileNotFoundError:
+        return
+    resource_tracker.unregister("/" + name, "shared_memory")
 
 
 def _start_worker(creator_pid: int, initializer, initargs: tuple) -> None:
@@ -239,7 +247,8 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
                 root = np.frombuffer(mapping.map, np.uint8)
                 mapping.close()  # the root's export keeps it mapped as long as an array needs it
                 if handle.name == task.result_name:
-                    _posixshmem.shm_unlink("/" + handle.name)  # ours now: freed when unmapped
+                    _release_result_segment(handle.name)  # ours now: freed when unmapped
+                    task.adopted = True
                 mapped[handle.name] = root
             return view_on(root, handle)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 
 import numpy as np
 
@@ -135,7 +136,14 @@ def _copy_into_new_segment(arrays: list[np.ndarray], name: str) -> dict[int, Arr
         offsets.append(total)
         total += -(-array.nbytes // ALIGN_BYTES) * ALIGN_BYTES
     _check_room(total)
-    mapping = _Mapping(name, create_bytes=max(total, 1))
+    # Registered with the tracker this worker shares with its parent before it exists: if the
+    # program dies before the parent adopts the segment, the tracker unlinks it.
+    resource_tracker.register("/" + name, "shared_memory")
+    try:
+        mapping = _Mapping(name, create_bytes=max(total, 1))
+    except BaseException:
+        resource_tracker.unregister("/" + name, "shared_memory")
+        raise
     try:
         root = np.frombuffer(mapping.map, np.uint8)
         handles = {}
