@@ -13,6 +13,7 @@ import copyreg
 import gc
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -279,3 +280,33 @@ def test_a_program_stopped_mid_task_leaves_nothing(how):
     if how == "KeyboardInterrupt":
         assert "KeyboardInterrupt" in stderr
     assert wait_until_gone(script.pid) == []
+
+
+UNSHARE = shutil.which("unshare")
+
+
+def in_small_dev_shm(code: str, size: str = "8m") -> subprocess.CompletedProcess:
+    """Run Python code in a private mount namespace whose /dev/shm is a tmpfs of ``size``."""
+    script = f"mount -t tmpfs -o size={size} tmpfs /dev/shm && exec {sys.executable} -c \"$0\""
+    return subprocess.run([UNSHARE, "--mount", "sh", "-c", script, textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(UNSHARE is None or os.geteuid() != 0, reason="needs root and unshare for a private tmpfs")
+def test_an_argument_or_result_too_big_for_dev_shm_is_a_memory_error_not_a_crash():
+    result = in_small_dev_shm("""
+        import multiprocessing as mp, os
+        import numpy as np
+        from helpers import workers
+        from helpers.executor import SharedMemoryExecutor
+        if __name__ == "__main__":
+            with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:
+                for task in [(workers.echo, np.ones(2 << 20)), (np.ones, 2 << 20)]:  # 16 MiB each
+                    error = executor.submit(*task).exception()
+                    print(type(error).__name__, "/dev/shm" in str(error))
+                print("still works:", executor.submit(workers.array_nbytes, np.ones(2 << 17)).result())
+            print("left:", os.listdir("/dev/shm"))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["MemoryError True", "MemoryError True", "still works: 2097152",
+                                          "left: []"]
