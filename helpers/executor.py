@@ -11,7 +11,8 @@ arrays of at least ``min_shared_bytes`` (also inside tuples, lists and dicts) cr
 - A result that views an argument's segment comes back as a view of that same memory (what the
   function would return if called here); other big results are written by the worker into one
   new segment per task (named by the parent, registered with the resource tracker by the worker
-  before it exists), which the parent maps and unlinks at once, so the caller's array owns it.
+  before it exists), which the parent maps without copying; it is unlinked when the caller's
+  arrays on it are gone, and until then they too cross to later tasks as handles.
 - A pooled segment goes back to the pool when the task is over and no result views it any more.
 
 No segment outlives its use: leases are returned and per-task result segments unlinked in the
@@ -152,7 +153,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
     """A ``ProcessPoolExecutor`` that moves big ndarrays through shared memory (module docstring).
 
     ``min_shared_bytes``: arrays smaller than this are pickled as usual (default 1 MiB).
-    ``pool_bytes``: how many bytes of idle, warm segments to keep for reuse (default: a quarter
+    ``pool_bytes``: how many bytes of idle, warm segments to keep for reuse (default: half
     of what /dev/shm and RAM can spare now); 0 frees every segment right after its task.
     """
 
@@ -208,6 +209,11 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             if close:
                 self._close_pool()
         outer._inner = None  # break the cycle outer -> inner -> callback -> outer (it holds the result)
+        if error is not None and error.__traceback__ is not None:
+            # An error raised while the call was pickled (e.g. MemoryError from /dev/shm) carries
+            # the queue feeder's frames, which would keep the call queue and its semaphores alive
+            # for as long as the caller keeps the error; its text survives in __cause__.
+            error = error.with_traceback(None)
         if inner.cancelled():
             Future.cancel(outer)
             outer.set_running_or_notify_cancel()
@@ -246,8 +252,8 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
                 mapping = SegmentMapping(handle.name, create_bytes=None)
                 root = np.frombuffer(mapping.map, np.uint8)
                 mapping.close()  # the root's export keeps it mapped as long as an array needs it
-                if handle.name == task.result_name:
-                    _release_result_segment(handle.name)  # ours now: freed when unmapped
+                if handle.name == task.result_name:  # ours now: unlinked when its arrays are gone
+                    weakref.finalize(root.base, _release_result_segment, handle.name)
                     task.adopted = True
                 mapped[handle.name] = root
             return view_on(root, handle)

@@ -27,7 +27,7 @@ from helpers.shm import ArrayHandle, SharedNDArray
 
 HEADER_BYTES = 64  # state word + padding; data starts cache-line aligned
 STATE_IDLE, STATE_LENT, STATE_RETURNED = 0, 1, 2
-DEFAULT_IDLE_CAP_FRACTION = 0.25  # of the smaller of /dev/shm free and RAM available
+DEFAULT_IDLE_CAP_FRACTION = 0.5  # of the smaller of /dev/shm free and RAM available (Binder: 32 MiB)
 
 
 def _round_up_to_page(n_bytes: int) -> int:
@@ -35,7 +35,7 @@ def _round_up_to_page(n_bytes: int) -> int:
 
 
 def default_idle_cap_bytes() -> int:
-    """A quarter of what this machine can spare for shared memory now (bytes)."""
+    """Half of what this machine can spare for shared memory now (bytes)."""
     room = system.available_memory()
     shm_free = system.shm_free()
     if shm_free is not None:

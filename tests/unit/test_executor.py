@@ -134,13 +134,13 @@ def test_results_are_views_of_inputs_or_adopted_segments_the_caller_owns(executo
     new, half = executor.submit(workers.plus_one_and_slice, array).result()
     np.testing.assert_array_equal(new, array + 1)
     np.testing.assert_array_equal(half, array[BIG // 2:])
-    assert handle_of(new) is None  # the worker's new segment was unlinked on arrival: ours alone
-    assert handle_of(half) is not None  # a view of the pooled copy of our argument
-    new[:] = 0  # writable, and nobody else sees it
-    pooled = set(executor.segment_pool.names())
-    assert our_segments() <= pooled
+    assert handle_of(half).name in executor.segment_pool.names()  # a view of our argument's pooled copy
+    adopted = handle_of(new).name  # the worker's new segment, mapped here without a copy
+    assert adopted not in executor.segment_pool.names()
+    assert executor.submit(workers.fill_in_place, new, 0.0).result() is None
+    assert (new == 0).all()  # passed on as a handle: the next task wrote into the same memory
     del new, half
-    gc.collect()
+    assert adopted not in our_segments()  # unlinked once the caller's arrays on it are gone
 
 
 def test_a_returned_result_gives_its_segment_back_to_the_pool():
