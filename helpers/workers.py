@@ -386,8 +386,114 @@ def hold_argument(array: np.ndarray) -> int:
 
 
 def announce_then_sleep(array: np.ndarray, seconds: float) -> int:
-    """Print 'running <pid>' (flushed), then sleep ``seconds`` holding ``array``: a task caught mid-flight."""
-    print(f"running {os.getpid()}", flush=True)
+    """Write 'running <pid>' to stdout, then sleep ``seconds`` holding ``array``: a task caught mid-flight.
+
+    One ``os.write`` per line: lines of several workers sharing a pipe never interleave.
+    """
+    os.write(1, f"running {os.getpid()}\n".encode())
     time.sleep(seconds)
     return int(array.nbytes)
 
+
+
+# --- Lesson 08: pickler reductions (helpers.reducers, helpers.reducer_timing, helpers.reducer_demos) ---
+
+
+def echo_arrays(connection, how: str | None) -> None:
+    """Enable the reduction ``how`` names ('torch', 'shared_memory' or None: plain pickling), say
+    'ready', then send every object received straight back; stop at None or end of file."""
+    from helpers import reducers
+
+    try:
+        if how is not None:
+            reducers.share_arrays(how)
+        connection.send("ready")
+        while True:
+            try:
+                item = connection.recv()
+            except EOFError:
+                break
+            if item is None:
+                break
+            connection.send(item)
+            del item
+    finally:
+        connection.close()
+
+
+def echo_queue(inbox, outbox, how: str | None) -> None:
+    """Enable the reduction ``how`` names, then put every item got from ``inbox`` on ``outbox``
+    (received arrays go back through shared memory, zero-copy); stop at None."""
+    from helpers import reducers
+
+    if how is not None:
+        reducers.share_arrays(how)
+    while (item := inbox.get()) is not None:
+        outbox.put(item)
+        del item
+    outbox.close()
+    outbox.join_thread()  # every item is in the pipe before this process leaves
+
+
+def receive_and_hold(inbox, ready, release) -> None:
+    """Get one item from ``inbox``, read every page of each array in it, set ``ready``, hold it
+    until ``release`` is set (killed here in the leak tests)."""
+    item = inbox.get()
+    for array in item if isinstance(item, list) else [item]:
+        touch_pages(array)
+    ready.set()
+    release.wait()
+
+
+def keep_received_arrays(receiver, reporter, nofile_limit: int, n_arrays: int, n_rounds: int) -> None:
+    """Lower this process's open-file limit to ``nofile_limit``; then, ``n_rounds`` times, receive
+    ``n_arrays`` arrays from ``receiver`` keeping every one, until an error stops it. After each
+    round report on ``reporter`` (arrays kept, 'Type: message' of that error or '', torch_* names
+    in /dev/shm while holding them), wait for an answer, let them go, read what is left of the round."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile_limit, hard))
+    for _ in range(n_rounds):
+        kept, error, read = [], "", 0
+        try:
+            while read < n_arrays:
+                read += 1
+                kept.append(receiver.recv())
+        except Exception as caught:
+            error = f"{type(caught).__name__}: {caught}"
+        torch_names = sum(name.startswith("torch_") for name in os.listdir("/dev/shm"))
+        reporter.send((len(kept), error, torch_names))
+        reporter.recv()
+        del kept
+        for _ in range(n_arrays - read):
+            receiver.recv()
+
+
+def send_torch_shared_arrays(sender, next_round, release, strategies: list[str], n_arrays: int,
+                             n_items: int) -> None:
+    """Share arrays the torch way and send ``n_arrays`` new arrays of ``n_items`` float64 on
+    ``sender`` with each of torch's sharing ``strategies`` in turn ('file_descriptor',
+    'file_system'), each round after the first once ``next_round`` (a semaphore) is released; stay
+    alive (receivers fetch torch's file descriptors from this process) until ``release`` is set."""
+    import torch.multiprocessing
+
+    from helpers import reducers
+
+    reducers.share_arrays_with_torch()
+    rng = np.random.default_rng(0)
+    for round_number, strategy in enumerate(strategies):
+        if round_number:
+            next_round.acquire()
+        torch.multiprocessing.set_sharing_strategy(strategy)
+        for _ in range(n_arrays):
+            sender.send(rng.random(n_items))
+    release.wait()
+
+
+# --- helpers.transport_bench: tasks the transport benchmark submits (python -m helpers.bench) ---
+
+
+def plus_one(array: np.ndarray) -> np.ndarray:
+    """A new array of the same size: ``array + 1`` (the worker allocates and fills fresh pages)."""
+    return array + 1
