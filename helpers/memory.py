@@ -104,11 +104,17 @@ class MemoryReport:
     exact_samples: int = 0  # samples whose PSS/USS were read afresh (the others carry them over)
     sampler_thread_id: int | None = None
     _clock_start: float = field(default_factory=time.perf_counter, repr=False)
+    _exact_wanted: bool = field(default=False, repr=False)  # set by mark(), cleared by the sampler
 
     def mark(self, label: str) -> float:
-        """Remember this instant under ``label`` (seconds since tracking began) and return it."""
+        """Remember this instant under ``label`` (seconds since tracking began) and return it.
+
+        The sampler's next sample after a mark reads PSS/USS exactly, whatever its CPU budget
+        says, so a window that opens at a mark holds at least one exact sample.
+        """
         now = time.perf_counter() - self._clock_start
         self.marks[label] = now
+        self._exact_wanted = True
         return now
 
     @property
@@ -127,19 +133,23 @@ class MemoryReport:
         """Median tree RSS/USS/PSS, shm and cgroup (bytes) between two marks.
 
         Use it for "what does the tree hold": a polled sum overshoots while processes attach,
-        because processes are read one after another. ``exact_only`` keeps only samples whose
-        PSS/USS were read afresh (copy-on-write un-sharing changes them without moving RSS).
+        because processes are read one after another. PSS and USS come from the window's exact
+        samples (read afresh; the others carry old figures over, and another process mapping or
+        unmapping shared pages moves PSS without moving RSS); a mark makes the next sample
+        exact, so a window that opens at a mark has one. Only a window without any falls back
+        to carried-over figures. ``exact_only`` uses exact samples for every measure.
         """
         chosen = self.window(start, end)
         if exact_only:
             chosen = [sample for sample in chosen if sample.exact]
         if not chosen:
             raise ValueError(f"no samples between {start!r} and {end!r}; hold the state longer")
+        exact = [sample for sample in chosen if sample.exact] or chosen
         cgroups = [s.cgroup for s in chosen if s.cgroup is not None]
         return SteadyState(
             rss=statistics.median(s.rss for s in chosen),
-            uss=statistics.median(s.uss for s in chosen),
-            pss=statistics.median(s.pss for s in chosen),
+            uss=statistics.median(s.uss for s in exact),
+            pss=statistics.median(s.pss for s in exact),
             shm=statistics.median(s.shm for s in chosen),
             cgroup=statistics.median(cgroups) if cgroups else None,
             samples=len(chosen),
@@ -223,7 +233,8 @@ class _TreeSampler:
         self.files.sweep_untouched()
         processes: dict[int, ProcessMemory] = {}
         self.exact_cpu_seconds = 0.0
-        exact = (exact or (refresh_allowed and now - self.exact_time >= REFRESH_SECONDS)
+        wanted, self.report._exact_wanted = self.report._exact_wanted, False
+        exact = (exact or wanted or (refresh_allowed and now - self.exact_time >= REFRESH_SECONDS)
                  or (change_allowed and self._tree_changed(pids, rss)))
         if exact:
             exact_start = time.thread_time()

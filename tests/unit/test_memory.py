@@ -15,8 +15,12 @@ from helpers.memory import (
     DEFAULT_INTERVAL,
     MAX_CPU_SHARE,
     TARGET_CPU_SHARE,
+    MemoryReport,
+    TreeSample,
+    _TreeSampler,
     track_memory,
 )
+from helpers.proctree import ProcessMemory
 from helpers.units import MiB
 
 ARRAY_BYTES = 96 * MiB
@@ -93,6 +97,50 @@ def test_pickled_copies_count_once_per_worker_in_tree_pss():
     pss_of_copies = _steady(report, "copies").pss - _steady(report, "idle").pss
     print(f"{n_workers} pickled copies: tree PSS +{pss_of_copies / MiB:.1f} MiB")
     assert pss_of_copies == pytest.approx(n_workers * ARRAY_BYTES, rel=0.2)
+
+
+def test_a_mark_makes_the_next_sample_exact_so_shared_pages_are_not_counted_twice():
+    """A reader attaching our segment halves our PSS without moving our RSS: a sample that carries
+    our old PSS over counts the shared half twice. Out of CPU budget, the sampler would carry it
+    over; a mark makes the next sample read it afresh anyway."""
+    segment = _random_segment(32 * MiB)  # mapped and touched here
+    report = MemoryReport(interval=DEFAULT_INTERVAL)
+    sampler = _TreeSampler(report)
+    release, ready = SPAWN.Event(), SPAWN.Event()
+    reader = SPAWN.Process(target=workers.hold_shared_segment, args=(segment.name, ready, release))
+    try:
+        sampler.sample(exact=True)  # this process alone, holding all 32 MiB
+        reader.start()
+        assert ready.wait(60)
+        no_budget = {"change_allowed": False, "refresh_allowed": False}
+        carried = sampler.sample(**no_budget)  # the reader is read once, on its own; we are not
+        report.mark("reader holds")
+        marked = sampler.sample(**no_budget)
+        after = sampler.sample(**no_budget)
+    finally:
+        release.set()
+        reader.join(30)
+        sampler.files.close()
+        segment.close()
+        segment.unlink()
+    assert not carried.exact and marked.exact and not after.exact
+    print(f"carried over: tree PSS {carried.pss / MiB:.1f} MiB, exact: {marked.pss / MiB:.1f} MiB")
+    # At least the reader's half of the segment was counted twice (shared library pages too).
+    assert carried.pss - marked.pss >= 0.8 * 16 * MiB
+
+
+def test_steady_takes_pss_and_uss_from_exact_samples_and_rss_from_all():
+    report = MemoryReport(interval=DEFAULT_INTERVAL)
+    report.marks.update({"start": 0.0, "end": 1.0})
+    for time_s, rss, pss, exact in ((0.1, 10, 90, False), (0.2, 20, 90, False), (0.3, 30, 40, True),
+                                    (0.4, 40, 90, False), (0.5, 50, 50, True)):
+        report.samples.append(TreeSample(time_s, {1: ProcessMemory(rss, pss, pss)}, shm=0, cgroup=None,
+                                         exact=exact))
+    steady = report.steady("start", "end")
+    assert (steady.rss, steady.pss, steady.uss, steady.samples) == (30, 45, 45, 5)
+    assert report.steady("start", "end", exact_only=True).rss == 40
+    report.samples[2:] = []  # no exact sample in the window: carried-over figures are all there is
+    assert report.steady("start", "end").pss == 90
 
 
 def test_a_child_started_after_tracking_began_is_seen():
