@@ -25,6 +25,21 @@ def temp_dir() -> Path:
     return Path(tempfile.gettempdir())
 
 
+def temp_dirs() -> list[Path]:
+    """Every folder our temporary entries may be in: the temp folder, and the folders
+    ``helpers.memmaps.disk_parent`` falls back to when the temp folder is in memory."""
+    found: list[Path] = []
+    for folder in (temp_dir(), Path("/var/tmp"), Path.home()):
+        if folder.is_dir() and folder not in found:
+            found.append(folder)
+    return found
+
+
+def _ours_in_temp_dirs() -> set[str]:
+    return {str(folder / name) for folder in temp_dirs()
+            for name in _entries(folder) if name.startswith(TEMP_PREFIX)}
+
+
 def _entries(folder: Path) -> set[str]:
     try:
         return set(os.listdir(folder))
@@ -33,25 +48,22 @@ def _entries(folder: Path) -> set[str]:
 
 
 def snapshot() -> dict[str, set[str]]:
-    """Names now in /dev/shm (all of them) and ours in the temp folder."""
-    return {
-        "shm": _entries(SHM_DIR),
-        "temp": {name for name in _entries(temp_dir()) if name.startswith(TEMP_PREFIX)},
-    }
+    """Names now in /dev/shm (all of them) and paths of ours in the temp folders."""
+    return {"shm": _entries(SHM_DIR), "temp": _ours_in_temp_dirs()}
 
 
 def new_since(before: dict[str, set[str]]) -> list[str]:
     """Paths present now that were not in ``before``: segments or temp files left behind."""
     now = snapshot()
     left = [str(SHM_DIR / name) for name in sorted(now["shm"] - before["shm"])]
-    left += [str(temp_dir() / name) for name in sorted(now["temp"] - before["temp"])]
+    left += sorted(now["temp"] - before["temp"])
     return left
 
 
 def ours() -> list[Path]:
     """Every segment and temp entry whose name carries our prefix, whoever is using it."""
     found = [SHM_DIR / name for name in sorted(_entries(SHM_DIR)) if name.startswith(SEGMENT_PREFIX)]
-    found += [temp_dir() / name for name in sorted(_entries(temp_dir())) if name.startswith(TEMP_PREFIX)]
+    found += [Path(path) for path in sorted(_ours_in_temp_dirs())]
     return found
 
 

@@ -70,10 +70,29 @@ def free_bytes(path: str | os.PathLike) -> int:
     return stats.f_bavail * stats.f_frsize
 
 
+MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
+
+
+def disk_parent() -> Path:
+    """The folder ``temporary_folder("disk")`` works in: Python's temp folder, unless that lives in
+    memory (``/tmp`` is tmpfs on Fedora, Arch and in many containers), then ``/var/tmp`` or the
+    home folder, whichever is on a disk filesystem. FileNotFoundError when none is."""
+    candidates = [Path(tempfile.gettempdir()), Path("/var/tmp"), Path.home()]
+    for folder in candidates:
+        if folder.is_dir() and os.access(folder, os.W_OK) and \
+                filesystem_of(folder).fstype not in MEMORY_FILESYSTEMS:
+            return folder
+    raise FileNotFoundError(
+        f"none of {', '.join(map(str, candidates))} is a writable folder on a disk filesystem "
+        "(all are in memory): there is no disk folder to compare with tmpfs here"
+    )
+
+
 @contextmanager
 def temporary_folder(on: str = "disk", room_bytes: int = 0) -> Iterator[Path]:
-    """A new folder of ours (name starts with ``sal-``) on ``"disk"`` (Python's temp folder) or
-    ``"tmpfs"`` (/dev/shm), removed with everything in it when the block ends, also on error.
+    """A new folder of ours (name starts with ``sal-``) on ``"disk"`` (``disk_parent()``: Python's
+    temp folder unless it is in memory) or ``"tmpfs"`` (/dev/shm), removed with everything in it
+    when the block ends, also on error.
 
     Raises MemoryError naming both sizes when the filesystem has less than ``room_bytes`` free
     (on a full tmpfs a writer through a mapping is killed by SIGBUS), FileNotFoundError when
@@ -81,7 +100,7 @@ def temporary_folder(on: str = "disk", room_bytes: int = 0) -> Iterator[Path]:
     """
     if on not in ("disk", "tmpfs"):
         raise ValueError(f"on must be 'disk' or 'tmpfs', got {on!r}")
-    parent = Path(tempfile.gettempdir()) if on == "disk" else SHM_DIR
+    parent = disk_parent() if on == "disk" else SHM_DIR
     if not parent.is_dir():
         raise FileNotFoundError(f"{parent} does not exist here: no {on} folder to use")
     free = free_bytes(parent)

@@ -105,3 +105,12 @@ def test_a_spawned_pool_sums_slices_of_a_npy_file_mapped_by_path():
         assert np.isclose(sum(sums), values.sum())
         assert copy_on_write == -1.0
         assert np.array_equal(np.load(folder / "a.npy"), values)
+
+
+def test_the_disk_folder_is_never_in_memory():
+    """Where /tmp is tmpfs (Fedora, Arch, containers; the private test namespace here), the "disk"
+    folder falls back to /var/tmp or the home folder, so lesson 05's comparison stays honest."""
+    parent = memmaps.disk_parent()
+    assert memmaps.filesystem_of(parent).fstype not in memmaps.MEMORY_FILESYSTEMS
+    with memmaps.temporary_folder("disk") as folder:
+        assert folder.parent == parent
