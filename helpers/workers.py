@@ -401,9 +401,11 @@ def announce_then_sleep(array: np.ndarray, seconds: float) -> int:
 
 def echo_arrays(connection, how: str | None) -> None:
     """Enable the reduction ``how`` names ('torch', 'shared_memory' or None: plain pickling), say
-    'ready', then send every object received straight back; stop at None or end of file."""
+    'ready', then send every object received straight back; stop at None or end of file. Ctrl-C
+    is left to the parent, which stops this worker in order."""
     from helpers import reducers
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         if how is not None:
             reducers.share_arrays(how)
