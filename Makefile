@@ -13,11 +13,12 @@ TEST_ARRAY_MB ?= 16
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NBVAL := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 
-.PHONY: help setup lab test lint unit test-notebooks notebooks clean
+.PHONY: help setup lab test lint unit bench-check test-notebooks notebooks bench clean
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
 	@echo "make test       set up .venv, then lint, unit tests and every notebook under nbval"
+	@echo "make bench      rerun the benchmark on this machine and compare with the reference in results/"
 	@echo "make notebooks  re-execute every notebook in place at the default size, store outputs"
 	@echo "make clean      remove .venv, caches and leftovers of ours in /dev/shm and the temp folder"
 
@@ -36,15 +37,26 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check helpers tests
 
 unit: $(INSTALLED)
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests/unit
+
+# The performance targets of the executor and the reductions at 100 MiB (about 15 s);
+# LAB_BENCH_LARGE=1 adds 1000 MiB.
+bench-check: $(INSTALLED)
+	$(BIN)/pytest tests/bench
 
 test-notebooks: $(INSTALLED)
 	LAB_ARRAY_MB=$(TEST_ARRAY_MB) $(NBVAL) notebooks
 
-test: lint unit test-notebooks
+test: lint unit bench-check test-notebooks
 
 notebooks: $(INSTALLED)
 	$(BIN)/python -m helpers.notebooks execute notebooks/*.ipynb
+
+# Every size of the transport suite (about 3-4 minutes on a 2-core VM); writes results/<host>-<date>-transport.json
+# and .png. BENCH_ARGS passes more options, e.g. make bench BENCH_ARGS="--sizes 1,10,100".
+BENCH_REFERENCE ?= $(firstword $(wildcard results/*-transport.json))
+bench: $(INSTALLED)
+	$(BIN)/python -m helpers.bench $(if $(BENCH_REFERENCE),--compare $(BENCH_REFERENCE)) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,125 @@
+"""``python -m helpers.bench``: results written, bad input refused in one line, Ctrl-C leaves nothing.
+
+The CLI runs as a real subprocess (its own spawn workers and segments); the autouse fixture checks
+/dev/shm and the temp folder after each test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers import bench, bench_report
+from helpers.units import MiB
+
+ROOT = Path(__file__).resolve().parents[2]
+ROW_KEYS = {"name", "size_bytes", "median_s", "spread", "iqr_s", "min_s", "max_s", "runs_s", "first_s",
+            "ratio_to_warm_floor", "ratio_to_fresh_floor", "what", "peak_tree_pss_bytes", "peak_shm_bytes"}
+EXECUTOR_ROWS = {"stdlib_echo", "ours_first", "ours_warm", "ours_shared", "ours_plus_one"}
+FLOOR_ROWS = {"floor_warm", "floor_fresh_shm", "floor_fresh_shm_create"}
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "helpers.bench", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def one_mib_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path_factory.mktemp("bench") / "run.json"
+    return run_cli("--sizes", "1", "--repeat", "2", "--out", str(out)), out
+
+
+def test_a_run_writes_a_valid_json_and_a_png(one_mib_run):
+    done, out = one_mib_run
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == bench_report.SCHEMA and doc["suite"] == "transport"
+    assert doc["options"]["sizes_bytes"] == [MiB] and doc["options"]["repeat"] == 2
+    assert doc["machine"]["host"] and doc["machine"]["memcpy_warm_seconds"] > 0
+    names = {row["name"] for row in doc["rows"]}
+    assert EXECUTOR_ROWS | FLOOR_ROWS <= names
+    for row in doc["rows"]:
+        assert ROW_KEYS <= set(row), row["name"]
+        assert row["size_bytes"] == MiB and row["median_s"] > 0 and len(row["runs_s"]) >= 2
+    assert all(row["speedup_over_stdlib"] > 0 for row in doc["rows"] if row["name"] in EXECUTOR_ROWS)
+    assert {"target", "size_bytes", "value", "limit", "holds"} <= set(doc["targets"][0])
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "ours_warm" in done.stdout and "wrote" in done.stdout
+
+
+def test_a_run_compares_with_a_reference(one_mib_run, tmp_path):
+    _, out = one_mib_run
+    reference = bench_report.load_reference(out)
+    text = bench_report.format_comparison(reference["rows"], reference)
+    assert "ours_warm" in text and "1.00x" in text  # a run against itself: here/ref is 1
+    figure = bench_report.plot_document(reference, tmp_path / "compared.png", reference)
+    assert figure.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--sizes", str(10**9)], "MiB fit"),
+    (["--sizes", "1,abc"], "--sizes takes MiB"),
+    (["--suite", "strategies"], "invalid choice"),
+    (["--compare", "/nonexistent/reference.json"], "cannot read reference"),
+])
+def test_bad_input_gets_one_line_and_exit_code_2(args, says, tmp_path):
+    done = run_cli(*args, "--out", str(tmp_path / "never.json"), timeout=60)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], done.stderr
+    assert not (tmp_path / "never.json").exists()
+
+
+def test_a_too_big_size_names_what_fits():
+    with pytest.raises(bench.BadInput, match=r"sizes up to \d+ MiB fit"):
+        bench.check_sizes_fit([bench.largest_size_that_fits() + MiB])
+
+
+def test_ctrl_c_shuts_everything_down_and_exits_130(tmp_path):
+    out = tmp_path / "interrupted.json"
+    with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--sizes", "1", "--repeat", "50",
+                           "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as process:
+        stderr: list[str] = []
+        reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
+        reader.start()
+        deadline = time.monotonic() + 60
+        while "ours first" not in "".join(stderr) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.5)  # inside "ours first": fresh executors and their segments come and go
+        os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
+        process.wait(timeout=60)
+        reader.join()
+    text = "".join(stderr)
+    assert process.returncode == 130, text
+    assert "ours first" in text and text.strip().splitlines()[-1].startswith("interrupted:"), text
+    assert "Traceback" not in text, text
+    assert not out.exists()
+    assert live_processes_in_group(process.pid) == []  # no worker, no tracker survives
+
+
+def live_processes_in_group(pgid: int, wait: float = 10) -> list[str]:
+    """Command lines of the group's processes still running (zombies, waiting for init to reap
+    them, do not count) after waiting up to ``wait`` seconds for them to leave."""
+    deadline = time.monotonic() + wait
+    while True:
+        live = []
+        for proc in psutil.process_iter(["cmdline", "status"]):
+            with contextlib.suppress(psutil.Error, OSError):
+                if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                    live.append(" ".join(proc.info["cmdline"] or []))
+        if not live or time.monotonic() > deadline:
+            return live
+        time.sleep(0.2)

@@ -1,0 +1,69 @@
+"""helpers.transport_bench and helpers.bench_targets: floors, rows, quiet workers, target checks.
+
+No timed assertions here (tests/bench/ asserts the targets); real segments and real processes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import bench_targets
+from helpers import transport_bench as transport
+from helpers.timing import Timing
+from helpers.units import MiB
+
+
+def test_floor_b_copies_into_a_new_segment_and_leaves_nothing():
+    source = transport.random_array(4 * MiB)
+    copy_s, create_and_copy_s = transport.copy_into_fresh_segment(source)
+    assert 0 < copy_s <= create_and_copy_s
+    floors = transport.measure_floors(source, repeat=2)
+    assert set(floors) == {"warm", "fresh_shm", "fresh_shm_create"}
+    assert all(len(timing.runs) == 2 for timing in floors.values())
+    rows = transport.floor_rows(source.nbytes, floors)
+    assert [row["name"] for row in rows] == ["floor_warm", "floor_fresh_shm", "floor_fresh_shm_create"]
+    assert rows[0]["ratio_to_warm_floor"] == 1.0 and rows[1]["ratio_to_fresh_floor"] == 1.0
+
+
+def test_random_array_is_random_float64_of_the_size():
+    array = transport.random_array(MiB)
+    assert array.dtype == "float64" and array.nbytes == MiB and len(set(array[:100].tolist())) == 100
+
+
+def test_time_with_first_times_the_warm_up_apart():
+    calls = []
+    timing, first = transport.time_with_first(lambda: calls.append(1), repeat=3, warmup=1)
+    assert len(calls) == 4 and len(timing.runs) == 3 and first >= 0
+    timing, _ = transport.time_with_first(lambda: calls.append(1), repeat=2, warmup=0)
+    assert len(calls) == 6 and len(timing.runs) == 2
+
+
+def _row(name: str, n_bytes: int, median: float) -> dict:
+    floors = {"warm": Timing((1.0,)), "fresh_shm": Timing((10.0,))}
+    return transport.make_row(name, n_bytes, Timing((median,)), floors)
+
+
+def test_targets_compare_medians_with_the_floor_of_the_same_size():
+    big = 100 * MiB
+    rows = [_row("floor_warm", big, 0.010), _row("floor_fresh_shm", big, 0.080),
+            _row("ours_warm", big, 0.019), _row("ours_first", big, 0.100),
+            _row("stdlib_echo", big, 1.0),
+            _row("ours_shared", MiB, 0.0005), _row("ours_shared", big, 0.0019)]
+    checks = {(c["target"], c["size_bytes"]): c for c in bench_targets.check_targets(rows)}
+    assert checks[("ours_warm <= 2x floor_warm", big)]["holds"]
+    assert checks[("ours_warm <= 2x floor_warm", big)]["value"] == pytest.approx(1.9)
+    assert not checks[("ours_first <= 1.2x floor_fresh_shm", big)]["holds"]  # 1.25x
+    assert checks[("ours_shared < 2 ms", big)]["holds"]
+    flat = checks[("ours_shared flat: largest/smallest < 3", big)]
+    assert flat["value"] == pytest.approx(3.8) and not flat["holds"]
+    transport.add_speedups(rows)
+    assert rows[2]["speedup_over_stdlib"] == pytest.approx(1.0 / 0.019)
+    assert "speedup_over_stdlib" not in rows[0]
+
+
+def test_warm_floor_target_starts_at_100_mib():
+    rows = [_row("floor_warm", MiB, 0.0001), _row("floor_fresh_shm", MiB, 0.001),
+            _row("ours_warm", MiB, 0.001)]
+    targets = [c["target"] for c in bench_targets.check_targets(rows)]
+    assert "ours_warm <= 2x floor_warm" not in targets  # fixed costs dominate at 1 MiB
+    assert "ours_warm <= 1.2x floor_fresh_shm" in targets
