@@ -1,12 +1,14 @@
 """Read this machine's limits: usable CPUs, RAM, the cgroup's memory counters, /dev/shm.
 
-Everything here reads the kernel's files and returns bytes or counts; nothing is cached, so a
-value read twice shows what changed in between. Functions return ``None`` where the machine
+Everything here reads the kernel's files and returns bytes or counts; no value is cached, so a
+value read twice shows what changed in between (only where the cgroup's memory files are is found
+once per process: ``shm.SharedNDArray.create`` checks the memory available before every segment). Functions return ``None`` where the machine
 does not expose the value (no cgroup file, no /dev/shm).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -51,24 +53,35 @@ def _cgroup_dirs(controller: str) -> list[Path]:
     return [c for c in dict.fromkeys(candidates) if c.is_dir()]
 
 
-def cgroup_memory_limit() -> int | None:
-    """The container's memory limit in bytes, or None if there is none (or it is unreadable)."""
+@functools.cache
+def _memory_files() -> tuple[Path | None, Path | None]:
+    """The files of this process's memory limit (None: no limit found) and charged bytes, found
+    once (v2 first, most specific first); their values are read afresh at every call."""
+    limit_file = usage_file = None
     for folder in _cgroup_dirs("memory"):
         for name in ("memory.max", "memory.limit_in_bytes"):
             value = _read_int(folder / name)
-            if value is not None and value < _NO_LIMIT:
-                return value
-    return None
+            if limit_file is None and value is not None and value < _NO_LIMIT:
+                limit_file = folder / name
+        for name in ("memory.current", "memory.usage_in_bytes"):
+            if usage_file is None and _read_int(folder / name) is not None:
+                usage_file = folder / name
+    return limit_file, usage_file
+
+
+def cgroup_memory_limit() -> int | None:
+    """The container's memory limit in bytes, or None if there is none (or it is unreadable)."""
+    limit_file, _ = _memory_files()
+    value = _read_int(limit_file) if limit_file is not None else None
+    return value if value is not None and value < _NO_LIMIT else None
 
 
 def cgroup_memory_usage_reader() -> Callable[[], int | None]:
     """A function that reads the cgroup's charged bytes quickly (the file is found once)."""
-    for folder in _cgroup_dirs("memory"):
-        for name in ("memory.current", "memory.usage_in_bytes"):
-            path = folder / name
-            if _read_int(path) is not None:
-                return lambda: _read_int(path)
-    return lambda: None
+    _, usage_file = _memory_files()
+    if usage_file is None:
+        return lambda: None
+    return lambda: _read_int(usage_file)
 
 
 def cgroup_memory_usage() -> int | None:
