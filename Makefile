@@ -13,12 +13,13 @@ TEST_ARRAY_MB ?= 16
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NBVAL := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 
-.PHONY: help setup lab test lint unit bench-check test-notebooks notebooks bench clean
+.PHONY: help setup lab test lint unit bench-check test-notebooks test-binder notebooks bench clean
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
 	@echo "make test       set up .venv, then lint, unit tests and every notebook under nbval"
 	@echo "make bench      rerun the benchmark on this machine and compare with the reference in results/"
+	@echo "make test-binder  the lessons under nbval on a Binder-sized machine (64 MiB /dev/shm, 1 CPU; root)"
 	@echo "make notebooks  re-execute every notebook in place at the default size, store outputs"
 	@echo "make clean      remove .venv, caches and leftovers of ours in /dev/shm and the temp folder"
 
@@ -47,7 +48,17 @@ bench-check: $(INSTALLED)
 test-notebooks: $(INSTALLED)
 	LAB_ARRAY_MB=$(TEST_ARRAY_MB) $(NBVAL) notebooks
 
-test: lint unit bench-check test-notebooks
+# Binder's machine: one CPU and most likely a 64 MiB /dev/shm. The lessons run under nbval at their
+# DEFAULT sizes (LAB_ARRAY_MB empty: helpers.config sizes them to fit) in a private mount namespace
+# whose /dev/shm is a BINDER_SHM tmpfs (unshare needs root), pinned to one CPU; tests/binder_memory.py
+# reports each lesson's peak memory and fails the run at 1.5 GB.
+BINDER_SHM ?= 64m
+test-binder: $(INSTALLED)
+	@test "$$(id -u)" = 0 || { echo "make test-binder needs root (unshare --mount, mount -t tmpfs)"; exit 1; }
+	unshare --mount sh -c 'mount -t tmpfs -o size=$(BINDER_SHM) tmpfs /dev/shm && \
+		exec taskset -c 0 env LAB_ARRAY_MB= LAB_WORKERS= PYTHONPATH=. $(NBVAL) -p tests.binder_memory notebooks'
+
+test: lint unit bench-check test-notebooks test-binder
 
 notebooks: $(INSTALLED)
 	$(BIN)/python -m helpers.notebooks execute notebooks/*.ipynb

@@ -35,19 +35,24 @@ def n_workers() -> int:
     return max(2, system.usable_cpus())
 
 
-def default_array_bytes() -> int:
-    """The array size (bytes) that fits this machine: RAM, cgroup limit and /dev/shm, capped."""
+def default_array_bytes(shm_copies: int = SHM_SHARE) -> int:
+    """The array size (bytes) that fits this machine: RAM, cgroup limit and /dev/shm, capped.
+
+    ``shm_copies``: how many arrays the lesson may keep in /dev/shm at once, with room to spare
+    (a lesson that holds more, such as 07's executor with its pool, asks for more).
+    """
     ram_budget = system.available_memory() // (n_workers() + COPIES_BESIDES_WORKERS)
     budget = min(DEFAULT_CAP_BYTES, ram_budget)
     shm_free = system.shm_free()
     if shm_free is not None:
-        budget = min(budget, shm_free // SHM_SHARE)
+        budget = min(budget, shm_free // shm_copies)
     whole_mib = (budget // MiB) * MiB
     return max(MIN_ARRAY_BYTES, whole_mib)
 
 
-def array_bytes() -> int:
-    """Bytes of the lesson's array: ``LAB_ARRAY_MB`` (mebibytes, 2**20 bytes) or the default."""
+def array_bytes(shm_copies: int = SHM_SHARE) -> int:
+    """Bytes of the lesson's array: ``LAB_ARRAY_MB`` (mebibytes, 2**20 bytes) or the default
+    (``default_array_bytes(shm_copies)``)."""
     raw = os.environ.get("LAB_ARRAY_MB")
     if raw:
         try:
@@ -57,7 +62,7 @@ def array_bytes() -> int:
         if mib <= 0:
             raise ValueError(f"LAB_ARRAY_MB must be positive, got {mib}")
         return max(8, int(mib * MiB) // 8 * 8)
-    return default_array_bytes()
+    return default_array_bytes(shm_copies)
 
 
 def array_length(itemsize: int = 8) -> int:
@@ -79,13 +84,13 @@ def start_method(default: str) -> str:
     return method
 
 
-def describe() -> str:
+def describe(shm_copies: int = SHM_SHARE) -> str:
     """One line naming the configured size, workers and where each value came from."""
     from helpers.units import format_bytes
 
     size_source = "LAB_ARRAY_MB" if os.environ.get("LAB_ARRAY_MB") else "fits this machine"
     worker_source = "LAB_WORKERS" if os.environ.get("LAB_WORKERS") else "usable CPUs, at least 2"
     return (
-        f"array: {format_bytes(array_bytes())} ({size_source}); "
+        f"array: {format_bytes(array_bytes(shm_copies))} ({size_source}); "
         f"workers: {n_workers()} ({worker_source})"
     )

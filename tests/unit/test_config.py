@@ -64,3 +64,13 @@ def test_describe_names_where_each_value_came_from(monkeypatch):
     line = config.describe()
     assert "2 MiB (LAB_ARRAY_MB)" in line
     assert "usable CPUs" in line
+
+
+def test_a_lesson_that_keeps_more_arrays_in_dev_shm_gets_a_smaller_default(monkeypatch):
+    monkeypatch.delenv("LAB_ARRAY_MB", raising=False)
+    assert config.array_bytes(shm_copies=8) <= config.array_bytes()
+    shm_free = system.shm_free()
+    if shm_free is not None and shm_free // 8 >= config.MIN_ARRAY_BYTES:
+        assert config.array_bytes(shm_copies=8) <= shm_free // 8
+    monkeypatch.setenv("LAB_ARRAY_MB", "3")  # the reader's choice always wins
+    assert config.array_bytes(shm_copies=8) == 3 * MiB
