@@ -1,9 +1,10 @@
 """Read this machine's limits: usable CPUs, RAM, the cgroup's memory counters, /dev/shm.
 
 Everything here reads the kernel's files and returns bytes or counts; no value is cached, so a
-value read twice shows what changed in between (only where the cgroup's memory files are is found
-once per process: ``shm.SharedNDArray.create`` checks the memory available before every segment). Functions return ``None`` where the machine
-does not expose the value (no cgroup file, no /dev/shm).
+value read twice shows what changed in between. Only where the cgroup's memory files are is found
+once per process (``shm.SharedNDArray.create`` checks the memory available before every segment).
+Functions return ``None`` where the machine does not expose the value (no cgroup file, no
+/dev/shm).
 """
 
 from __future__ import annotations
