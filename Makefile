@@ -13,20 +13,21 @@ TEST_ARRAY_MB ?= 16
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NBVAL := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 
-.PHONY: help setup lab test lint unit bench-check test-notebooks test-binder notebooks bench clean
+.PHONY: help setup lab test lint unit bench-check test-notebooks test-binder test-browser notebooks bench clean
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
 	@echo "make test       set up .venv, then lint, unit tests and every notebook under nbval"
 	@echo "make bench      rerun the benchmark on this machine and compare with the reference in results/"
 	@echo "make test-binder  the lessons under nbval on a Binder-sized machine (64 MiB /dev/shm, 1 CPU; root)"
+	@echo "make test-browser every lesson run in JupyterLab in headless Chromium (installs Debian's chromium)"
 	@echo "make notebooks  re-execute every notebook in place at the default size, store outputs"
 	@echo "make clean      remove .venv, caches and leftovers of ours in /dev/shm and the temp folder"
 
 $(INSTALLED): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e ".[browser]"
 	touch $(INSTALLED)
 
 setup: $(INSTALLED)
@@ -58,7 +59,15 @@ test-binder: $(INSTALLED)
 	unshare --mount sh -c 'mount -t tmpfs -o size=$(BINDER_SHM) tmpfs /dev/shm && \
 		exec taskset -c 0 env LAB_ARRAY_MB= LAB_WORKERS= PYTHONPATH=. $(NBVAL) -p tests.binder_memory notebooks'
 
-test: lint unit bench-check test-notebooks test-binder
+# A learner's view: JupyterLab on 127.0.0.1 with a random token and a temporary copy of notebooks/,
+# every lesson opened in headless Chromium (Playwright, Debian's /usr/bin/chromium, no browser
+# downloads), all cells run; screenshots land in tests/browser/screenshots/ (not in git).
+CHROMIUM ?= /usr/bin/chromium
+test-browser: $(INSTALLED)
+	test -x $(CHROMIUM) || { apt-get update && apt-get install -y chromium; }
+	LAB_ARRAY_MB=$(TEST_ARRAY_MB) LAB_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser
+
+test: lint unit bench-check test-notebooks test-binder test-browser
 
 notebooks: $(INSTALLED)
 	$(BIN)/python -m helpers.notebooks execute notebooks/*.ipynb
