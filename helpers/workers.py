@@ -499,3 +499,168 @@ def send_torch_shared_arrays(sender, next_round, release, strategies: list[str],
 def plus_one(array: np.ndarray) -> np.ndarray:
     """A new array of the same size: ``array + 1`` (the worker allocates and fills fresh pages)."""
     return array + 1
+
+
+# --- helpers.strategies: every strategy's workers reach the array, then sum, hold or return it ---
+# A task names how its worker reaches the array (a ``reach_*`` function: a context manager yielding
+# the worker's view of it, or None) and what to reach it with (the array itself, a handle, a path
+# ...). The same four tasks then serve every strategy: the Pools, the executor and Ray's workers.
+
+
+def reach_nothing(_=None):
+    """Reach nothing: what an idle worker holds (the baseline of a memory measurement)."""
+    from contextlib import nullcontext
+
+    return nullcontext(None)
+
+
+def reach_argument(array):
+    """The array came with the task (pickled, reduced into shared memory, or from Ray's store)."""
+    from contextlib import nullcontext
+
+    return nullcontext(array)
+
+
+def reach_installed(_=None):
+    """The array a Pool initializer installed in this worker (``helpers.sendonce.install``)."""
+    from contextlib import nullcontext
+
+    from helpers import sendonce
+
+    return nullcontext(sendonce.installed())
+
+
+def reach_inherited(_=None):
+    """The array this forked worker inherited as ``helpers.cow.ARRAY`` (copy-on-write pages)."""
+    from contextlib import nullcontext
+
+    from helpers import cow
+
+    if cow.ARRAY is None:
+        raise RuntimeError(f"helpers.cow.ARRAY is None in process {os.getpid()}: only a worker forked "
+                           "inside cow.installed(array=...) inherits it")
+    return nullcontext(cow.ARRAY)
+
+
+_strategy_arrays: dict[str, np.ndarray] = {}  # sharedctypes views set by init_sharedctypes_strategy
+
+
+def init_sharedctypes_strategy(shared, result) -> None:
+    """Pool initializer: keep NumPy views of two RawArrays received at start-up (the array and the
+    buffer a round trip writes its result into)."""
+    from helpers.sharedctypes_demo import as_array
+
+    _strategy_arrays["array"] = as_array(shared)
+    _strategy_arrays["result"] = as_array(result)
+
+
+def reach_sharedctypes(_=None):
+    """This worker's view of the RawArray its initializer received."""
+    from contextlib import nullcontext
+
+    return nullcontext(_strategy_arrays["array"])
+
+
+def reach_sharedctypes_result(_=None):
+    """This worker's view of the RawArray a round trip writes its result into."""
+    from contextlib import nullcontext
+
+    return nullcontext(_strategy_arrays["result"])
+
+
+def reach_memmap(spec):
+    """Map the file a ``helpers.memmaps.MemmapSpec`` describes, read-only, for the block."""
+    return _mapped(spec, "r")
+
+
+def reach_memmap_for_writing(spec):
+    """Map the file a MemmapSpec describes read-write (writes land in the shared page cache)."""
+    return _mapped(spec, "r+")
+
+
+def _mapped(spec, mode: str):
+    from contextlib import contextmanager
+
+    @contextmanager
+    def mapping():
+        array = spec.open(mode)
+        try:
+            yield array
+        finally:
+            del array
+
+    return mapping()
+
+
+def reach_shared(handle):
+    """Attach the SharedNDArray a handle describes for the block (no copy; never unlinks)."""
+    from helpers.shm import attach
+
+    return attach(handle)
+
+
+def reach_manager(proxy):
+    """Read the array from a Manager's dict proxy: the manager pickles it to this worker (a copy)."""
+    from contextlib import nullcontext
+
+    return nullcontext(proxy["array"])
+
+
+def reach_manager_result(out):
+    """A private buffer for ``(proxy, shape)``; when the block ends it is stored as ``proxy['result']``
+    (pickled to the manager), where the caller reads it."""
+    from contextlib import contextmanager
+
+    proxy, shape = out
+
+    @contextmanager
+    def buffer():
+        result = np.empty(shape)
+        yield result
+        proxy["result"] = result
+
+    return buffer()
+
+
+def strategy_sum(reach, arg) -> float:
+    """Sum the whole array this worker reaches with ``reach(arg)`` (reads every page)."""
+    with reach(arg) as array:
+        total = float(np.sum(array))
+        del array
+    return total
+
+
+def strategy_hold(reach, arg, folder: str, label: str) -> int:
+    """Reach the array, read every page, create ``folder/<label>-ready-*``, then hold it until the
+    file ``folder/<label>-release`` exists (files, not multiprocessing events: Ray's workers hold
+    too). Returns the bytes held (0 when holding nothing)."""
+    import secrets
+
+    with reach(arg) as array:
+        if array is not None:
+            touch_pages(array)
+        held = 0 if array is None else int(array.nbytes)
+        ready = os.path.join(folder, f"{label}-ready-{os.getpid()}-{secrets.token_hex(4)}")
+        with open(ready, "x"):
+            pass
+        release = os.path.join(folder, f"{label}-release")
+        while not os.path.exists(release):
+            time.sleep(0.01)
+        del array
+    return held
+
+
+def strategy_plus_one(reach, arg) -> np.ndarray:
+    """Return a new same-size array, ``array + 1``, the way this worker's mechanism sends results."""
+    with reach(arg) as array:
+        result = array + 1.0
+        del array
+    return result
+
+
+def strategy_plus_one_into(reach, arg, reach_out, out) -> None:
+    """Write ``array + 1`` into the result buffer ``reach_out(out)`` gives (shared memory, a mapped
+    file, a manager): the caller reads it there."""
+    with reach(arg) as array, reach_out(out) as result:
+        np.add(array, 1.0, out=result)
+        del array, result

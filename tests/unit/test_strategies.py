@@ -1,0 +1,123 @@
+"""helpers.strategies: every strategy runs for real (real pools, segments, files, a real Ray) at a small
+size and gives sane results; an unavailable one is skipped with its reason; nothing is left behind.
+
+The autouse fixture (conftest) checks /dev/shm and the temp folder after each test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import psutil
+import pytest
+
+from helpers import strategies
+from helpers.units import MiB
+
+ARRAY_BYTES = 8 * MiB
+N_WORKERS = 2
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Every strategy once at 8 MiB, 2 workers, one timed run each (about a minute in all)."""
+    array = np.random.default_rng(0).random(ARRAY_BYTES // 8)
+    calls: list[tuple[str, int, int]] = []
+    results = strategies.run_all(strategies.NAMES, array, N_WORKERS, repeat=1,
+                                 progress=lambda *call: calls.append(call))
+    return {result.name: result for result in results}, calls, psutil.Process().children(recursive=True)
+
+
+def test_the_registry_follows_the_contract():
+    assert tuple(strategies.STRATEGIES) == strategies.NAMES and len(strategies.NAMES) == 13
+    for name, strategy in strategies.STRATEGIES.items():
+        assert strategy.name == name and strategy.title and strategy.copies
+        assert strategy.lesson in {f"{n:02d}" for n in range(1, 10)}
+        assert strategy.start_method in {"spawn", "fork", "ray"}
+
+
+def test_run_all_reports_progress_before_each_strategy(runs):
+    _, calls, _ = runs
+    total = len(strategies.NAMES)
+    assert calls == [(name, done, total) for done, name in enumerate(strategies.NAMES)]
+
+
+@pytest.mark.parametrize("name", strategies.NAMES)
+def test_every_strategy_runs_and_gives_sane_results(runs, name):
+    result = runs[0][name]
+    reason = strategies.STRATEGIES[name].unavailable(ARRAY_BYTES, N_WORKERS)
+    if result.skipped is not None:  # only for a reason this machine gives (e.g. no torch)
+        assert reason and result.skipped == reason and result.fan_out is None
+        return
+    assert (result.array_bytes, result.n_workers) == (ARRAY_BYTES, N_WORKERS)
+    assert result.setup_s >= 0 and result.teardown_s > 0
+    assert result.fan_out.median > 0 and len(result.fan_out.runs) == 1
+    assert result.round_trip.median > 0
+    assert result.pss_added_bytes is not None and result.shm_added_bytes is not None
+    if name.startswith("ray_"):
+        assert result.object_store_bytes >= ARRAY_BYTES
+    else:
+        assert result.object_store_bytes is None
+    row = json.loads(json.dumps(result.as_row()))
+    assert row["name"] == name and row["fan_out_median_s"] == result.fan_out.median
+    assert row["size_bytes"] == ARRAY_BYTES and row["skipped"] is None
+
+
+def test_memory_follows_what_the_lessons_showed(runs):
+    results = runs[0]
+    arrays = {name: result.pss_added_bytes / ARRAY_BYTES for name, result in results.items()}
+    assert arrays["pickle"] > 1.5  # each worker holds its own unpickled copy
+    assert arrays["shared_memory"] < arrays["pickle"] and arrays["fork_cow"] < arrays["pickle"]
+    assert results["shared_memory"].shm_added_bytes >= ARRAY_BYTES  # the segment
+
+
+def test_nothing_is_left_running(runs):
+    _, _, children = runs
+    live = [" ".join(child.cmdline()) for child in children
+            if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
+    assert [line for line in live if "resource_tracker" not in line] == []  # the tracker lives on, by design
+
+
+def test_bad_input_is_refused():
+    array = np.random.default_rng(0).random(1000)
+    with pytest.raises(ValueError, match="unknown strategy"):
+        strategies.run_strategy("carrier_pigeon", array, 2)
+    with pytest.raises(ValueError, match="float64"):
+        strategies.run_strategy("pickle", array.astype(np.float32), 2)
+    with pytest.raises(ValueError, match="at least 1"):
+        strategies.run_strategy("pickle", array, 0)
+
+
+def test_floors_are_measured_now():
+    warm, fresh = strategies.floor_seconds(np.random.default_rng(0).random(MiB // 8), repeat=3)
+    assert warm.median > 0 and fresh.median > 0 and len(warm.runs) == 3
+
+
+UNSHARE = shutil.which("unshare")
+
+
+@pytest.mark.skipif(UNSHARE is None or os.geteuid() != 0, reason="needs root and unshare for a private tmpfs")
+def test_a_size_larger_than_free_dev_shm_is_skipped_with_its_reason():
+    code = textwrap.dedent("""
+        import os
+        import numpy as np
+        from helpers import strategies
+        if __name__ == "__main__":
+            array = np.random.default_rng(0).random(2 << 20)  # 16 MiB
+            for name in ("shared_memory", "memmap_tmpfs", "executor", "reducer_shared_memory"):
+                result = strategies.run_strategy(name, array, 2, repeat=1)
+                print(name, result.fan_out is None, "/dev/shm" in (result.skipped or ""))
+            print("left:", os.listdir("/dev/shm"))
+    """)
+    script = f"mount -t tmpfs -o size=8m tmpfs /dev/shm && exec {sys.executable} -c \"$0\""
+    done = subprocess.run([UNSHARE, "--mount", "sh", "-c", script, code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["shared_memory True True", "memmap_tmpfs True True",
+                                        "executor True True", "reducer_shared_memory True True", "left: []"]
