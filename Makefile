@@ -17,7 +17,7 @@ NBVAL := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/s
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
-	@echo "make test       set up .venv, then lint, unit tests and every notebook under nbval"
+	@echo "make test       set up .venv, then lint, unit tests, bench targets, the notebooks under nbval, Binder-sized and in a browser"
 	@echo "make bench      rerun the benchmark on this machine and compare with the reference in results/"
 	@echo "make test-binder  the lessons under nbval on a Binder-sized machine (64 MiB /dev/shm, 1 CPU; root)"
 	@echo "make test-browser every lesson run in JupyterLab in headless Chromium (installs Debian's chromium)"
@@ -72,11 +72,14 @@ test: lint unit bench-check test-notebooks test-binder test-browser
 notebooks: $(INSTALLED)
 	$(BIN)/python -m helpers.notebooks execute notebooks/*.ipynb
 
-# Every size of the transport suite (about 3-4 minutes on a 2-core VM); writes results/<host>-<date>-transport.json
-# and .png. BENCH_ARGS passes more options, e.g. make bench BENCH_ARGS="--sizes 1,10,100".
+# The strategies suite (16 and 128 MiB, every strategy), then every size of the transport suite (about 3-4
+# minutes on a 2-core VM); each writes results/<host>-<date>-<suite>.json and .png and is compared with its
+# reference in results/. BENCH_ARGS passes more options to both, e.g. make bench BENCH_ARGS="--sizes 1,10,100".
+STRATEGIES_REFERENCE ?= $(firstword $(wildcard results/*-strategies.json))
 BENCH_REFERENCE ?= $(firstword $(wildcard results/*-transport.json))
 bench: $(INSTALLED)
-	$(BIN)/python -m helpers.bench $(if $(BENCH_REFERENCE),--compare $(BENCH_REFERENCE)) $(BENCH_ARGS)
+	$(BIN)/python -m helpers.bench --suite strategies $(if $(STRATEGIES_REFERENCE),--compare $(STRATEGIES_REFERENCE)) $(BENCH_ARGS)
+	$(BIN)/python -m helpers.bench --suite transport $(if $(BENCH_REFERENCE),--compare $(BENCH_REFERENCE)) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

@@ -1,11 +1,14 @@
 """``python -m helpers.bench``: rerun the course's measurements on your hardware.
 
-Suites (``--suite``): ``transport`` — one round trip of an array through the shared-memory
-executor and the pickler reductions, against this machine's floors measured in the same run
-(``helpers.transport_bench``). Writes ``results/<host>-<date>-<suite>.json`` (schema in
-``results/README.md``) and a PNG figure beside it; ``--compare FILE`` prints this run beside a
-reference. Bad input gets one line on stderr and exit code 2; Ctrl-C shuts every pool down,
-unlinks every segment and exits with 130.
+Suites (``--suite``): ``strategies`` (the default) — every sharing strategy of the course
+(``helpers.strategies``): a fan-out where every worker sums the whole array, a round trip, and the
+memory each adds, beside the floors (``helpers.strategy_bench``); ``transport`` — one round trip
+of an array through the shared-memory executor and the pickler reductions, against this machine's
+floors measured in the same run (``helpers.transport_bench``); ``all`` — both, one after the other.
+Writes ``results/<host>-<date>-<suite>.json`` (schema in ``results/README.md``) and a PNG figure
+beside it; ``--compare FILE`` prints this run beside a reference. Bad input gets one line on stderr
+and exit code 2; Ctrl-C shuts every pool, manager and Ray instance down, removes every segment and
+temp file, and exits with 130.
 """
 
 from __future__ import annotations
@@ -22,26 +25,32 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from helpers import bench_report, bench_targets, config, leftovers, system
+from helpers import bench_report, bench_targets, config, leftovers, strategy_bench, system
 from helpers import transport_bench as transport
 from helpers.machine import machine_report
 from helpers.memory import track_memory
 from helpers.units import MiB, format_bytes
 
-SUITES = ("transport",)  # the "strategies" suite joins here
-DEFAULT_SIZES = "1,10,100,1000"
+SUITES = ("strategies", "transport", "all")  # "all": strategies, then transport, each to its own file
+DEFAULT_SIZES = "1,10,100,1000"  # the transport suite's; strategy_bench.DEFAULT_SIZES the strategies suite's
+DEFAULT_REPEAT = 5  # the transport suite's; strategy_bench.DEFAULT_REPEAT the strategies suite's
 # Copies of the array alive at once, at worst: RAM (the stdlib round trip: the array, its pickle,
 # the worker's copy and pickle, the bytes received and the result) and /dev/shm (a pooled segment
 # and a result segment, with one to spare for the reductions' pool).
 RAM_COPIES = 6
 SHM_COPIES = 3
 DESCRIPTION = """\
-Rerun the course's measurements on this machine. The transport suite times one round trip of an
-array of random float64 through the shared-memory executor (against the stdlib
-ProcessPoolExecutor) and through the pickler reductions, against two floors measured in the same
-run: (a) one copy into warm memory, (b) one copy into a new shared-memory segment. It writes
-results/<host>-<date>-transport.json (schema: results/README.md) and a PNG figure beside it, and
-prints the table and which targets hold. Ctrl-C stops it cleanly (exit code 130)."""
+Rerun the course's measurements on this machine. The strategies suite (the default) runs every way
+of the course to share an array with workers (pickle, send once, Manager, fork, sharedctypes,
+memmap, SharedNDArray, the shared-memory executor, the pickler reductions, Ray): every worker sums
+the whole array (fan-out), one worker returns a same-size array (round trip), and the tree's PSS
+while every worker holds it; it writes results/<host>-<date>-strategies.json and a PNG. The
+transport suite times one round trip of an array of random float64 through the shared-memory
+executor (against the stdlib ProcessPoolExecutor) and through the pickler reductions. Both
+compare with two floors measured in the same run: (a) one copy into warm memory, (b) one copy
+into a new shared-memory segment. Results: results/<host>-<date>-<suite>.json (schema:
+results/README.md) and a PNG figure beside it; the table (and the transport targets) printed.
+Ctrl-C stops it cleanly (exit code 130)."""
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
@@ -58,29 +67,39 @@ class _OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="python -m helpers.bench", description=DESCRIPTION,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", choices=SUITES, default="transport",
-                        help="which measurements to run (default: %(default)s)")
-    parser.add_argument("--sizes", default=DEFAULT_SIZES, metavar="MiB,MiB,...",
+    parser.add_argument("--suite", choices=SUITES, default="strategies",
+                        help="which measurements to run; all: strategies then transport, each written to "
+                             "its default file (default: %(default)s)")
+    parser.add_argument("--sizes", metavar="MiB,MiB,...",
                         help="array sizes in MiB (2**20 bytes, as LAB_ARRAY_MB), comma-separated; each must "
-                             f"fit {RAM_COPIES} copies in available RAM and {SHM_COPIES} in free /dev/shm "
-                             "(default: %(default)s)")
-    parser.add_argument("--repeat", type=int, default=5, metavar="N",
-                        help="timed runs per measurement, after warm-up calls (one per worker); medians are "
-                             "reported (from 256 MiB on, the ways that pickle or copy into fresh memory run "
-                             "at most 2 times; default: %(default)s)")
+                             "fit what the strategies chosen need in RAM, /dev/shm and disk (transport: "
+                             f"{RAM_COPIES} copies in RAM, {SHM_COPIES} in /dev/shm); the error says what "
+                             f"fits (default: strategies {strategy_bench.DEFAULT_SIZES}, transport "
+                             f"{DEFAULT_SIZES})")
+    parser.add_argument("--strategies", metavar="NAME,NAME,...",
+                        help="strategies suite: which strategies to run, comma-separated, in the order given "
+                             f"(default: all of them: {','.join(strategy_bench.parse_names(None))})")
+    parser.add_argument("--repeat", type=int, metavar="N",
+                        help="timed runs per measurement, after a warm-up; medians are reported (default: "
+                             f"strategies {strategy_bench.DEFAULT_REPEAT}, transport {DEFAULT_REPEAT}; "
+                             "transport: from 256 MiB on, the ways that pickle or copy into fresh memory run "
+                             "at most 2 times)")
     parser.add_argument("--workers", type=int, default=config.n_workers(), metavar="N",
-                        help="worker processes per executor (default: LAB_WORKERS or the usable CPUs, "
-                             "at least 2: %(default)s)")
+                        help="worker processes per pool, executor or Ray (default: LAB_WORKERS or the usable "
+                             "CPUs, at least 2: %(default)s)")
     parser.add_argument("--start-method", default=transport.DEFAULT_START_METHOD,
                         choices=multiprocessing.get_all_start_methods(),
-                        help="how worker processes start (default: %(default)s; workers are started and "
-                             "warmed before timing either way)")
+                        help="transport suite: how worker processes start (default: %(default)s; the "
+                             "strategies suite uses each strategy's own); workers are started and warmed "
+                             "before timing either way")
     parser.add_argument("--out", type=Path, metavar="FILE.json",
                         help="where to write the results; the PNG figure goes beside it with .png "
-                             "(default: results/<host>-<date>-<suite>.json under the current folder)")
+                             "(default: results/<host>-<date>-<suite>.json under the current folder; "
+                             "not with --suite all)")
     parser.add_argument("--compare", type=Path, metavar="FILE.json",
-                        help="a result file of an earlier run (e.g. the reference in results/): print this "
-                             "run's medians and ratios beside it and draw it dotted in the figure")
+                        help="a result file of an earlier run of the same suite (e.g. the reference in "
+                             "results/): print this run's ratios beside it and draw it in the figure "
+                             "(not with --suite all)")
     return parser
 
 
@@ -166,41 +185,82 @@ def _clean_after_interrupt() -> None:
             path.unlink(missing_ok=True)
 
 
+def _check_input(args: argparse.Namespace, suite: str) -> tuple[list[int], list[str], dict | None]:
+    """(sizes in bytes, strategy names, reference document) for one suite; BadInput or ValueError."""
+    default_sizes = strategy_bench.DEFAULT_SIZES if suite == "strategies" else DEFAULT_SIZES
+    sizes = parse_sizes(args.sizes or default_sizes)
+    names = strategy_bench.parse_names(args.strategies)
+    if (args.repeat is not None and args.repeat < 1) or args.workers < 1:
+        raise BadInput("--repeat and --workers must be at least 1")
+    if suite == "strategies":
+        strategy_bench.check_sizes_fit(sizes, names, args.workers)
+    else:
+        check_sizes_fit(sizes)
+    reference = bench_report.load_reference(args.compare) if args.compare else None
+    if reference is not None and reference.get("suite") != suite:
+        raise BadInput(f"reference {args.compare} is of the {reference.get('suite')} suite, not {suite}")
+    return sizes, names, reference
+
+
+def _run_suite(suite: str, sizes: list[int], names: list[str], args: argparse.Namespace) -> tuple[dict, list]:
+    """(machine report, rows) of one suite, under a tqdm bar over its steps."""
+    strategies_suite = suite == "strategies"
+    steps = len(sizes) * len(names) if strategies_suite else steps_of_transport(sizes, args)
+    with tqdm(total=steps, unit="step", file=sys.stderr) as bar:
+        machine = machine_report()
+        if strategies_suite:
+            repeat = args.repeat or strategy_bench.DEFAULT_REPEAT
+            return machine, strategy_bench.run(sizes, names, args.workers, repeat, bar)
+        transport_args = argparse.Namespace(**{**vars(args), "repeat": args.repeat or DEFAULT_REPEAT})
+        return machine, run_transport(sizes, transport_args, bar)
+
+
+def _report(suite: str, doc: dict, out: Path, reference: dict | None) -> None:
+    """Write the document and its figure; print the table (and targets, comparison)."""
+    report = strategy_bench if suite == "strategies" else bench_report
+    bench_report.write_document(out, doc)
+    figure = report.plot_document(doc, out.with_suffix(".png"), reference)
+    print(report.format_table(doc["rows"]))
+    if doc["targets"]:
+        print()
+        print(bench_report.format_targets(doc["targets"]))
+    if reference is not None:
+        print()
+        print(report.format_comparison(doc["rows"], reference))
+    print(f"\nwall time {doc['wall_seconds']:.1f} s; wrote {out} and {figure}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    suites = ["strategies", "transport"] if args.suite == "all" else [args.suite]
     try:
-        sizes = parse_sizes(args.sizes)
-        if args.repeat < 1 or args.workers < 1:
-            raise BadInput("--repeat and --workers must be at least 1")
-        check_sizes_fit(sizes)
-        reference = bench_report.load_reference(args.compare) if args.compare else None
+        if len(suites) > 1 and (args.out or args.compare):
+            raise BadInput("--out and --compare name one suite's file: use them with --suite strategies or "
+                           "--suite transport")
+        checked = {suite: _check_input(args, suite) for suite in suites}
     except (BadInput, ValueError) as error:
         parser.error(str(error))
-    out = args.out or bench_report.default_out_path(args.suite)
-    started = time.perf_counter()
-    try:
-        with tqdm(total=steps_of_transport(sizes, args), unit="step", file=sys.stderr) as bar:
-            machine = machine_report()
-            rows = run_transport(sizes, args, bar)
-    except KeyboardInterrupt:
-        _clean_after_interrupt()
-        print("interrupted: every pool shut down and every segment unlinked; no results written",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
-    targets = bench_targets.check_targets(rows)
-    options = {"suite": args.suite, "sizes_bytes": sizes, "repeat": args.repeat, "workers": args.workers,
-               "start_method": args.start_method, "argv": sys.argv[1:] if argv is None else list(argv)}
-    doc = bench_report.document(args.suite, options, machine, rows, targets, time.perf_counter() - started)
-    bench_report.write_document(out, doc)
-    figure = bench_report.plot_document(doc, out.with_suffix(".png"), reference)
-    print(bench_report.format_table(rows))
-    print()
-    print(bench_report.format_targets(targets))
-    if reference is not None:
-        print()
-        print(bench_report.format_comparison(rows, reference))
-    print(f"\nwall time {doc['wall_seconds']:.1f} s; wrote {out} and {figure}")
+    for suite in suites:
+        sizes, names, reference = checked[suite]
+        out = args.out or bench_report.default_out_path(suite)
+        started = time.perf_counter()
+        try:
+            machine, rows = _run_suite(suite, sizes, names, args)
+        except KeyboardInterrupt:
+            _clean_after_interrupt()
+            print("interrupted: every pool, manager and Ray instance shut down and every segment and temp "
+                  "file removed; no results written", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        targets = [] if suite == "strategies" else bench_targets.check_targets(rows)
+        repeat = args.repeat or (strategy_bench.DEFAULT_REPEAT if suite == "strategies" else DEFAULT_REPEAT)
+        options = {"suite": suite, "sizes_bytes": sizes, "repeat": repeat, "workers": args.workers,
+                   "start_method": "per strategy" if suite == "strategies" else args.start_method,
+                   "argv": sys.argv[1:] if argv is None else list(argv)}
+        if suite == "strategies":
+            options["strategies"] = names
+        doc = bench_report.document(suite, options, machine, rows, targets, time.perf_counter() - started)
+        _report(suite, doc, out, reference)
     return 0
 
 

@@ -37,7 +37,7 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def one_mib_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path_factory.mktemp("bench") / "run.json"
-    return run_cli("--sizes", "1", "--repeat", "2", "--out", str(out)), out
+    return run_cli("--suite", "transport", "--sizes", "1", "--repeat", "2", "--out", str(out)), out
 
 
 def test_a_run_writes_a_valid_json_and_a_png(one_mib_run):
@@ -68,10 +68,14 @@ def test_a_run_compares_with_a_reference(one_mib_run, tmp_path):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--sizes", str(10**9)], "MiB fit"),
+    (["--suite", "transport", "--sizes", str(10**9)], "MiB fit"),
+    (["--sizes", str(10**9)], "MiB fit for the strategies chosen"),
     (["--sizes", "1,abc"], "--sizes takes MiB"),
-    (["--suite", "strategies"], "invalid choice"),
+    (["--suite", "bogus"], "invalid choice"),
+    (["--strategies", "pickle,carrier_pigeon"], "unknown strategy 'carrier_pigeon'; valid: pickle,send_"),
+    (["--suite", "all", "--compare", "x.json"], "use them with --suite strategies or"),
     (["--compare", "/nonexistent/reference.json"], "cannot read reference"),
+    (["--compare", str(ROOT / "results" / "vm-2026-11-23-transport.json")], "not strategies"),
 ])
 def test_bad_input_gets_one_line_and_exit_code_2(args, says, tmp_path):
     done = run_cli(*args, "--out", str(tmp_path / "never.json"), timeout=60)
@@ -89,7 +93,8 @@ def test_a_too_big_size_names_what_fits():
 
 def test_ctrl_c_shuts_everything_down_and_exits_130(tmp_path):
     out = tmp_path / "interrupted.json"
-    with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--sizes", "1", "--repeat", "50",
+    with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--suite", "transport", "--sizes", "1",
+                           "--repeat", "50",
                            "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, start_new_session=True) as process:
         stderr: list[str] = []
@@ -123,3 +128,81 @@ def live_processes_in_group(pgid: int, wait: float = 10) -> list[str]:
         if not live or time.monotonic() > deadline:
             return live
         time.sleep(0.2)
+
+
+# --- the strategies suite (the default) ---------------------------------------------------------
+
+STRATEGY_ROW_KEYS = ROW_KEYS | {
+    "skipped", "setup_s", "fan_out_median_s", "round_trip_median_s", "teardown_s", "pss_added_bytes",
+    "shm_added_bytes", "object_store_bytes", "pss_added_arrays", "round_trip_ratio_to_warm_floor",
+    "round_trip_ratio_to_fresh_floor", "notes"}
+
+
+@pytest.fixture(scope="module")
+def strategies_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """Two strategies at 2 MiB, compared with a hand-made reference holding one of them."""
+    folder = tmp_path_factory.mktemp("strategies")
+    reference = folder / "reference.json"
+    reference.write_text(json.dumps({
+        "schema": bench_report.SCHEMA, "suite": "strategies", "machine": {"host": "refhost"},
+        "rows": [{"name": "pickle", "size_bytes": 2 * MiB, "median_s": 0.01, "ratio_to_warm_floor": 123.0,
+                  "round_trip_ratio_to_warm_floor": 456.0, "round_trip_median_s": 0.02,
+                  "pss_added_arrays": 3.0}]}))
+    out = folder / "run.json"
+    return run_cli("--sizes", "2", "--strategies", "shared_memory,pickle", "--repeat", "1",
+                   "--compare", str(reference), "--out", str(out)), out
+
+
+def test_the_strategies_suite_writes_rows_a_figure_and_the_comparison(strategies_run):
+    done, out = strategies_run
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == bench_report.SCHEMA and doc["suite"] == "strategies"
+    assert doc["options"]["strategies"] == ["shared_memory", "pickle"] and doc["options"]["repeat"] == 1
+    assert doc["options"]["sizes_bytes"] == [2 * MiB] and doc["targets"] == []
+    rows = {row["name"]: row for row in doc["rows"]}
+    assert set(rows) == FLOOR_ROWS | {"shared_memory", "pickle"}
+    for name in ("shared_memory", "pickle"):
+        row = rows[name]
+        assert STRATEGY_ROW_KEYS <= set(row), name
+        assert row["skipped"] is None and row["median_s"] > 0 and row["round_trip_median_s"] > 0
+        assert row["ratio_to_warm_floor"] == pytest.approx(row["median_s"] / rows["floor_warm"]["median_s"])
+    assert rows["pickle"]["pss_added_arrays"] > rows["shared_memory"]["pss_added_arrays"]
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "2 MiB: pickle" in done.stderr  # the progress bar names each step
+    assert "shared_memory" in done.stdout and "123.00x" in done.stdout and "456.00x" in done.stdout
+    assert "refhost" in done.stdout and "wrote" in done.stdout
+
+
+def test_the_strategies_suite_refuses_a_size_too_big_naming_what_fits():
+    from helpers import strategy_bench
+
+    fits = strategy_bench.largest_size_that_fits(["pickle"], 2)
+    assert fits > 0
+    strategy_bench.check_sizes_fit([fits], ["pickle"], 2)
+    with pytest.raises(ValueError, match=rf"sizes up to {fits // MiB} MiB fit"):
+        strategy_bench.check_sizes_fit([fits + 64 * MiB], ["pickle"], 2)
+
+
+def test_ctrl_c_in_the_strategies_suite_shuts_everything_down_and_exits_130(tmp_path):
+    out = tmp_path / "interrupted.json"
+    with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--sizes", "4", "--strategies",
+                           "shared_memory,manager", "--repeat", "200", "--out", str(out)], cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as process:
+        stderr: list[str] = []
+        reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
+        reader.start()
+        deadline = time.monotonic() + 90
+        while "4 MiB: manager" not in "".join(stderr) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(4)  # the manager and the pool are up, tasks in flight
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=90)
+        reader.join()
+    text = "".join(stderr)
+    assert process.returncode == 130, text
+    assert "4 MiB: manager" in text and text.strip().splitlines()[-1].startswith("interrupted:"), text
+    assert "Traceback" not in text, text
+    assert not out.exists()
+    assert live_processes_in_group(process.pid) == []
