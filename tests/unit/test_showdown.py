@@ -1,0 +1,116 @@
+"""Lesson 10's showdown views: the table, the blog's claims, the plots, and the reference loader."""
+
+import json
+
+import matplotlib
+import numpy as np
+import pytest
+
+from helpers import showdown, showdown_reference, strategies
+from helpers.strategies import StrategyResult
+from helpers.timing import Timing
+from helpers.units import MiB
+
+matplotlib.use("Agg")
+SIZE = 4 * MiB
+
+
+def _timing(seconds: float) -> Timing:
+    return Timing(runs=(seconds,) * 3)
+
+
+def _result(name: str, fan_out: float | None, round_trip: float | None = None) -> StrategyResult:
+    title = strategies.STRATEGIES[name].title
+    if fan_out is None:
+        return StrategyResult(name, title, SIZE, 2, skipped="not here")
+    return StrategyResult(name, title, SIZE, 2, None, setup_s=0.001, fan_out=_timing(fan_out),
+                          round_trip=None if round_trip is None else _timing(round_trip), teardown_s=0.01,
+                          pss_added_bytes=SIZE, shm_added_bytes=SIZE)
+
+
+FLOORS = (_timing(0.001), _timing(0.006))
+BLOG_LIKE = [_result("pickle", 0.5, 0.4), _result("fork_cow", 0.010), _result("sharedctypes", 0.011),
+             _result("shared_memory", 0.012, 0.02), _result("ray_object_store", 0.015),
+             _result("memmap_disk", 0.030), _result("memmap_tmpfs", 0.020), _result("ray_by_value", None)]
+
+
+def test_blog_claims_hold_on_blog_like_numbers():
+    claims = showdown.blog_claims(BLOG_LIKE)
+    assert [c.holds for c in claims] == [True, True, True]
+    assert "holds" in showdown.format_claims(claims)
+
+
+def test_blog_claims_say_when_this_machine_disagrees_or_cannot_tell():
+    disagree = [_result("pickle", 0.02), _result("fork_cow", 0.01), _result("shared_memory", 0.05),
+                _result("memmap_disk", 0.01), _result("memmap_tmpfs", 0.01)]
+    assert [c.holds for c in showdown.blog_claims(disagree)] == [False, False, False]
+    assert [c.holds for c in showdown.blog_claims([_result("pickle", None)])] == [None, None, None]
+    assert "does NOT hold here" in showdown.format_claims(showdown.blog_claims(disagree))
+
+
+def test_table_lists_the_floors_and_every_strategy_that_ran():
+    table = showdown.format_table(BLOG_LIKE, FLOORS)
+    assert "floor (a)" in table and "floor (b)" in table and "6×" in table
+    assert strategies.STRATEGIES["pickle"].title in table and "500×" in table
+    assert strategies.STRATEGIES["ray_by_value"].title not in table
+    assert showdown.skipped(BLOG_LIKE) == [(strategies.STRATEGIES["ray_by_value"].title, "not here")]
+
+
+def test_plots_draw_one_row_per_strategy_that_ran():
+    time_ax = showdown.plot_times(BLOG_LIKE, FLOORS)
+    memory_ax = showdown.plot_memory(BLOG_LIKE)
+    assert len(time_ax.get_yticklabels()) == len(BLOG_LIKE) - 1 == len(memory_ax.get_yticklabels())
+    assert time_ax.get_xscale() == "log"
+    matplotlib.pyplot.close("all")
+
+
+def _write_reference(folder, name, size, fan_out):
+    rows = [{"name": "floor_warm", "size_bytes": size, "median_s": 0.002}]
+    rows += [{**r.as_row(), "size_bytes": size, "fan_out_median_s": fan_out} for r in BLOG_LIKE]
+    (folder / name).write_text(json.dumps({"schema": "shared-arrays-lab/bench/1", "suite": "strategies",
+                                           "created": "2026-11-23T10:00:00+00:00",
+                                           "machine": {"host": "vm"}, "rows": rows}))
+
+
+def test_reference_loader_picks_the_newest_file_and_the_nearest_size(tmp_path):
+    assert showdown_reference.newest_reference(tmp_path) is None
+    _write_reference(tmp_path, "vm-2026-11-22-strategies.json", SIZE, 0.1)
+    _write_reference(tmp_path, "vm-2026-11-23-strategies.json", 16 * MiB, 0.004)
+    (tmp_path / "vm-2026-11-24-transport.json").write_text("{}")
+    newest = showdown_reference.newest_reference(tmp_path)
+    assert newest.name == "vm-2026-11-23-strategies.json"
+    reference = showdown_reference.load_reference(newest, 8 * MiB)
+    assert reference.size_bytes == 16 * MiB and reference.host == "vm"
+    assert reference.fan_out["pickle"] == 2.0 and reference.fan_out["ray_by_value"] is None
+    assert reference.skipped == {"ray_by_value": "not here"}
+    claims = showdown.claims_from_medians({k: v for k, v in reference.fan_out.items() if v is not None})
+    assert [c.holds for c in claims] == [False, True, False]  # every way took the same there
+    text = showdown_reference.compare(BLOG_LIKE, FLOORS, reference)
+    assert "vm-2026-11-23-strategies.json" in text and "500×" in text and "2×" in text
+
+
+def test_without_a_reference_the_comparison_says_how_to_make_one(tmp_path):
+    text = showdown_reference.compare(BLOG_LIKE, FLOORS, None)
+    assert "No reference results" in text and "make bench" in text
+    missing = showdown_reference.load_newest(SIZE, tmp_path)
+    assert missing.startswith("No reference results")
+    (tmp_path / "vm-2026-11-23-strategies.json").write_text('{"rows": [{"name": "pickle"}]}')
+    unreadable = showdown_reference.load_newest(SIZE, tmp_path)
+    assert "could not be read (ValueError" in unreadable
+    assert unreadable in showdown_reference.compare(BLOG_LIKE, FLOORS, unreadable)
+
+
+def test_shipped_reference_if_any_loads():
+    if showdown_reference.newest_reference() is not None:
+        reference = showdown_reference.load_newest(SIZE)
+        assert isinstance(reference, showdown_reference.Reference), reference
+        assert set(reference.fan_out) <= set(strategies.NAMES) and reference.floor_warm_s > 0
+        assert np.isfinite(reference.floor_warm_s)
+
+
+def test_an_array_no_strategy_can_take_is_refused_with_a_clear_error_before_anything_runs():
+    seen = []
+    with pytest.raises(ValueError, match="give a non-empty, contiguous 1-D float64 array"):
+        showdown.run_showdown(["pickle", "fork_cow"], np.arange(1000), 2, repeat=1,
+                              progress=lambda name, done, total: seen.append(name))
+    assert seen == []
