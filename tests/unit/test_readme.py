@@ -27,3 +27,18 @@ def test_every_linked_notebook_exists_and_every_notebook_is_linked():
 
 def test_ci_runs_the_readmes_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_local_link_and_image_in_the_readme_exists():
+    targets = re.findall(r"\]\(((?!https?://)[^)#]+)\)", README)
+    assert any(target.startswith("results/") and target.endswith(".png") for target in targets), \
+        "no headline figure from results/"
+    missing = [target for target in targets if not (ROOT / target).exists()]
+    assert not missing, f"the README links to files that do not exist: {missing}"
+
+
+def test_the_lesson_map_gives_every_lesson_a_time_to_run():
+    rows = [line for line in README.splitlines() if re.match(r"^\| \d\d \| \[", line)]
+    assert len(rows) == len(list((ROOT / "notebooks").glob("*.ipynb")))
+    for row in rows:
+        assert re.search(r"\| (\d+ s|under a minute) \|$", row), f"no time to run in: {row[:60]}"
