@@ -167,7 +167,7 @@ def test_increase_and_tables_report_bytes_and_arrays():
         del block
     grown = demos.increase(report, "idle", "busy")
     assert grown["tracemalloc peak (this process)"] is not None  # a mapping is no Python allocation
-    assert grown["tree USS sum"] >= 7 * MiB
+    assert grown["tree USS sum"] >= 5 * MiB  # 8 MiB touched; other processes of the tree may shrink meanwhile
     assert set(grown) >= {"tree RSS sum", "tree PSS sum", "/dev/shm bytes", "cgroup counter"}
     table = demos.format_measure_table({"A": grown, "B": {"tree RSS sum": None}}, 8 * MiB)
     lines = table.splitlines()

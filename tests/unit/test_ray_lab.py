@@ -30,13 +30,16 @@ def session():
     import ray
 
     before = leftovers.snapshot()
+    children_before = {child.pid for child in ray_lab.ray_descendants()}  # e.g. an earlier forkserver
     with pytest.raises(KeyboardInterrupt):
         with ray_lab.ray_session(num_cpus=2, object_store_bytes=STORE_BYTES) as nodes:
             ray_demos.warm_up(nodes, 2)
             yield nodes
             raise KeyboardInterrupt
     assert not ray.is_initialized()
-    assert ray_processes.what_ray_left(nodes) == [] and ray_lab.ray_descendants() == []
+    assert ray_processes.what_ray_left(nodes) == []
+    left = [child for child in ray_lab.ray_descendants() if child.pid not in children_before]
+    assert left == [], [" ".join(child.cmdline())[:200] for child in left]
     assert leftovers.new_since(before) == []
 
 
