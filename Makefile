@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 # The array size (MiB) the test suite runs every notebook at; the lessons read it through
-# helpers.config (LAB_ARRAY_MB), the same code a reader runs at the default size.
+# helpers.measure.config (LAB_ARRAY_MB), the same code a reader runs at the default size.
 TEST_ARRAY_MB ?= 16
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -27,7 +27,7 @@ help:
 $(INSTALLED): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[browser]"
+	$(BIN)/python -m pip install --quiet -e ".[course,browser]"
 	touch $(INSTALLED)
 
 setup: $(INSTALLED)
@@ -36,7 +36,8 @@ lab: $(INSTALLED)
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ALLOW_ROOT) notebooks/00_start_here.ipynb
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check helpers tests
+	$(BIN)/ruff check helpers tests tools
+	$(BIN)/python -m tools.check_layers
 
 unit: $(INSTALLED)
 	$(BIN)/pytest tests/unit
@@ -50,7 +51,7 @@ test-notebooks: $(INSTALLED)
 	LAB_ARRAY_MB=$(TEST_ARRAY_MB) $(NBVAL) notebooks
 
 # Binder's machine: one CPU and most likely a 64 MiB /dev/shm. The lessons run under nbval at their
-# DEFAULT sizes (LAB_ARRAY_MB empty: helpers.config sizes them to fit) in a private mount namespace
+# DEFAULT sizes (LAB_ARRAY_MB empty: helpers.measure.config sizes them to fit) in a private mount namespace
 # whose /dev/shm is a BINDER_SHM tmpfs (unshare needs root), pinned to one CPU; tests/binder_memory.py
 # reports each lesson's peak memory and fails the run at 1.5 GB.
 BINDER_SHM ?= 64m
@@ -70,7 +71,7 @@ test-browser: $(INSTALLED)
 test: lint unit bench-check test-notebooks test-binder test-browser
 
 notebooks: $(INSTALLED)
-	$(BIN)/python -m helpers.notebooks execute notebooks/*.ipynb
+	$(BIN)/python -m tools.execute_notebooks execute notebooks/*.ipynb
 
 # The strategies suite (16 and 128 MiB, every strategy), then every size of the transport suite (about 3-4
 # minutes on a 2-core VM); each writes results/<host>-<date>-<suite>.json and .png and is compared with its

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import leftovers
+from helpers.measure import leftovers
 
 # The lessons read their array size from LAB_ARRAY_MB; give the unit tests the same small size.
 os.environ.setdefault("LAB_ARRAY_MB", "16")

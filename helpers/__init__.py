@@ -1,7 +1,12 @@
-"""Shared Arrays Lab helpers: measuring tools, worker functions and the finished mechanisms.
+"""Shared Arrays Lab helpers, in four layers; each imports only the layers listed before it.
 
-Import the submodule you need (``from helpers import config, memory``); importing ``helpers``
-itself loads nothing heavy.
+- ``helpers.shared``: the take-home library (NumPy and the standard library only).
+- ``helpers.measure``: sizes and machine facts, timing, the process-tree memory sampler, floors.
+- ``helpers.lessons``: one module per lesson, with its demo code and worker functions.
+- ``helpers.bench``: ``python -m helpers.bench``, every strategy side by side, lesson 10's panel.
+
+Import the module you need (``from helpers.measure import config, memory``); importing
+``helpers`` itself loads nothing heavy.
 """
 
 __version__ = "0.1.0"

@@ -1,7 +1,7 @@
 """pytest plugin for ``make test-binder``: the process tree's peak memory during each lesson.
 
 Loaded with ``-p tests.binder_memory`` around the nbval run of the notebooks. One
-``helpers.memory.track_memory`` sampler watches this pytest process and every descendant (the
+``helpers.measure.memory.track_memory`` sampler watches this pytest process and every descendant (the
 kernel nbval starts, the lesson's workers, Ray's processes) for the whole run; each notebook's
 window runs from its first cell to the next notebook's first cell (kernel start and shutdown
 included). Its peak is the highest tree PSS plus the bytes in ``/dev/shm`` (counted twice where a
@@ -16,9 +16,9 @@ from contextlib import ExitStack
 
 import pytest
 
-from helpers import system
-from helpers.memory import track_memory
-from helpers.units import format_bytes
+from helpers.measure import system
+from helpers.measure.memory import track_memory
+from helpers.measure.units import format_bytes
 
 LIMIT_BYTES = int(os.environ.get("LAB_BINDER_PEAK_LIMIT_BYTES", 1.5e9))
 

@@ -1,4 +1,4 @@
-"""The issue's performance targets, measured (``helpers.transport_bench``), not timed unit tests.
+"""The issue's performance targets, measured (``helpers.bench.transport_suite``), not timed unit tests.
 
 At 100 MiB (and 1000 MiB with ``LAB_BENCH_LARGE=1`` when the machine has room), random float64,
 medians of REPEAT runs against the floors measured just before, in the same process:
@@ -20,20 +20,21 @@ import os
 import numpy as np
 import pytest
 
-from helpers import bench, bench_targets
-from helpers import transport_bench as transport
-from helpers.units import MiB
+from helpers.bench import cli, targets
+from helpers.bench import transport_suite as transport
+from helpers.measure import copy_floors
+from helpers.measure.units import MiB
 
 REPEAT = 5
 ATTEMPTS = 2
 SIZES = [100 * MiB]
-if os.environ.get("LAB_BENCH_LARGE") == "1" and bench.largest_size_that_fits() >= 1000 * MiB:
+if os.environ.get("LAB_BENCH_LARGE") == "1" and cli.largest_size_that_fits() >= 1000 * MiB:
     SIZES.append(1000 * MiB)
 
 
 @pytest.fixture(scope="module", params=SIZES, ids=lambda n: f"{n // MiB}MiB")
 def source(request) -> np.ndarray:
-    return transport.random_array(request.param)
+    return copy_floors.random_array(request.param)
 
 
 def _executor_row(source: np.ndarray, label: str, floors) -> dict:
@@ -69,11 +70,11 @@ def test_first_call_costs_at_most_1_2_fresh_segment_copies(source):
 def test_already_shared_round_trip_is_under_2_ms_and_flat():
     medians = {}
     for n_bytes in (1 * MiB, 100 * MiB):
-        array = transport.random_array(n_bytes)
+        array = copy_floors.random_array(n_bytes)
         floors = transport.measure_floors(array[: 1 * MiB // 8], repeat=1)  # ratios unused here
         medians[n_bytes] = _executor_row(array, "ours shared", floors)["median_s"]
-    assert max(medians.values()) < bench_targets.SHARED_LIMIT_S, medians
-    assert medians[100 * MiB] / medians[1 * MiB] < bench_targets.SHARED_GROWTH_LIMIT, medians
+    assert max(medians.values()) < targets.SHARED_LIMIT_S, medians
+    assert medians[100 * MiB] / medians[1 * MiB] < targets.SHARED_GROWTH_LIMIT, medians
 
 
 @pytest.mark.parametrize("where", ["local", "remote"])

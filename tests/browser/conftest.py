@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from helpers import leftovers
+from helpers.measure import leftovers
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.leftovers import TEMP_PREFIX
+from helpers.measure.leftovers import TEMP_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 START_SECONDS = 90

@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import bench, bench_report
-from helpers.units import MiB
+from helpers.bench import cli, report
+from helpers.measure.units import MiB
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW_KEYS = {"name", "size_bytes", "median_s", "spread", "iqr_s", "min_s", "max_s", "runs_s", "first_s",
@@ -44,7 +44,7 @@ def test_a_run_writes_a_valid_json_and_a_png(one_mib_run):
     done, out = one_mib_run
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
-    assert doc["schema"] == bench_report.SCHEMA and doc["suite"] == "transport"
+    assert doc["schema"] == report.SCHEMA and doc["suite"] == "transport"
     assert doc["options"]["sizes_bytes"] == [MiB] and doc["options"]["repeat"] == 2
     assert doc["machine"]["host"] and doc["machine"]["memcpy_warm_seconds"] > 0
     names = {row["name"] for row in doc["rows"]}
@@ -60,10 +60,10 @@ def test_a_run_writes_a_valid_json_and_a_png(one_mib_run):
 
 def test_a_run_compares_with_a_reference(one_mib_run, tmp_path):
     _, out = one_mib_run
-    reference = bench_report.load_reference(out)
-    text = bench_report.format_comparison(reference["rows"], reference)
+    reference = report.load_reference(out)
+    text = report.format_comparison(reference["rows"], reference)
     assert "ours_warm" in text and "1.00x" in text  # a run against itself: here/ref is 1
-    figure = bench_report.plot_document(reference, tmp_path / "compared.png", reference)
+    figure = report.plot_document(reference, tmp_path / "compared.png", reference)
     assert figure.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -87,8 +87,8 @@ def test_bad_input_gets_one_line_and_exit_code_2(args, says, tmp_path):
 
 
 def test_a_too_big_size_names_what_fits():
-    with pytest.raises(bench.BadInput, match=r"sizes up to \d+ MiB fit"):
-        bench.check_sizes_fit([bench.largest_size_that_fits() + MiB])
+    with pytest.raises(cli.BadInput, match=r"sizes up to \d+ MiB fit"):
+        cli.check_sizes_fit([cli.largest_size_that_fits() + MiB])
 
 
 def test_ctrl_c_shuts_everything_down_and_exits_130(tmp_path):
@@ -144,7 +144,7 @@ def strategies_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]
     folder = tmp_path_factory.mktemp("strategies")
     reference = folder / "reference.json"
     reference.write_text(json.dumps({
-        "schema": bench_report.SCHEMA, "suite": "strategies", "machine": {"host": "refhost"},
+        "schema": report.SCHEMA, "suite": "strategies", "machine": {"host": "refhost"},
         "rows": [{"name": "pickle", "size_bytes": 2 * MiB, "median_s": 0.01, "ratio_to_warm_floor": 123.0,
                   "round_trip_ratio_to_warm_floor": 456.0, "round_trip_median_s": 0.02,
                   "pss_added_arrays": 3.0}]}))
@@ -157,7 +157,7 @@ def test_the_strategies_suite_writes_rows_a_figure_and_the_comparison(strategies
     done, out = strategies_run
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
-    assert doc["schema"] == bench_report.SCHEMA and doc["suite"] == "strategies"
+    assert doc["schema"] == report.SCHEMA and doc["suite"] == "strategies"
     assert doc["options"]["strategies"] == ["shared_memory", "pickle"] and doc["options"]["repeat"] == 1
     assert doc["options"]["sizes_bytes"] == [2 * MiB] and doc["targets"] == []
     rows = {row["name"]: row for row in doc["rows"]}
@@ -175,13 +175,13 @@ def test_the_strategies_suite_writes_rows_a_figure_and_the_comparison(strategies
 
 
 def test_the_strategies_suite_refuses_a_size_too_big_naming_what_fits():
-    from helpers import strategy_bench
+    from helpers.bench import strategies_suite
 
-    fits = strategy_bench.largest_size_that_fits(["pickle"], 2)
+    fits = strategies_suite.largest_size_that_fits(["pickle"], 2)
     assert fits > 0
-    strategy_bench.check_sizes_fit([fits], ["pickle"], 2)
+    strategies_suite.check_sizes_fit([fits], ["pickle"], 2)
     with pytest.raises(ValueError, match=rf"sizes up to {fits // MiB} MiB fit"):
-        strategy_bench.check_sizes_fit([fits + 64 * MiB], ["pickle"], 2)
+        strategies_suite.check_sizes_fit([fits + 64 * MiB], ["pickle"], 2)
 
 
 def test_ctrl_c_in_the_strategies_suite_shuts_everything_down_and_exits_130(tmp_path):

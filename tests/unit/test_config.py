@@ -1,11 +1,11 @@
-"""helpers.config: sizes, worker counts and start methods from the environment or the machine."""
+"""helpers.measure.config: sizes, worker counts and start methods from the environment or the machine."""
 
 import multiprocessing
 
 import pytest
 
-from helpers import config, system
-from helpers.units import MiB
+from helpers.measure import config, system
+from helpers.measure.units import MiB
 
 
 def test_array_size_comes_from_lab_array_mb(monkeypatch):

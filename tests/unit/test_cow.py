@@ -1,4 +1,5 @@
-"""helpers.cow with real forked and spawned processes; memory read from /proc (process_memory)."""
+"""helpers.lessons.fork_copy_on_write with real forked and spawned processes; memory read from /proc
+(process_memory)."""
 
 import gc
 import multiprocessing as mp
@@ -7,13 +8,13 @@ import os
 import numpy as np
 import pytest
 
-from helpers import cow
-from helpers.proctree import descendant_pids
-from helpers.units import MiB
+from helpers.lessons import fork_copy_on_write
+from helpers.measure.proctree import descendant_pids
+from helpers.measure.units import MiB
 
 ARRAY_BYTES = 16 * MiB
 N_WORKERS = 2
-needs_fork = pytest.mark.skipif(not cow.has_fork(), reason="this platform cannot fork")
+needs_fork = pytest.mark.skipif(not fork_copy_on_write.has_fork(), reason="this platform cannot fork")
 # From Python 3.12 os.fork() warns when the process runs other threads; some tests do on purpose.
 forks_with_threads = pytest.mark.filterwarnings("ignore:.*multi-threaded.*:DeprecationWarning")
 
@@ -30,9 +31,9 @@ def _no_worker_left(fan):
 
 @needs_fork
 def test_forked_workers_read_the_inherited_array_without_copying(array):
-    with cow.installed(array=array):
-        idle = cow.fan_out("fork", "idle", N_WORKERS, hold_seconds=0.2)
-        read = cow.fan_out("fork", "sum inherited array", N_WORKERS, hold_seconds=0.2)
+    with fork_copy_on_write.installed(array=array):
+        idle = fork_copy_on_write.fan_out("fork", "idle", N_WORKERS, hold_seconds=0.2)
+        read = fork_copy_on_write.fan_out("fork", "sum inherited array", N_WORKERS, hold_seconds=0.2)
     assert [w.result for w in read.workers] == [float(np.sum(array))] * N_WORKERS
     for worker in read.workers:
         assert worker.uss_growth < 0.25 * ARRAY_BYTES
@@ -45,9 +46,9 @@ def test_forked_workers_read_the_inherited_array_without_copying(array):
 @needs_fork
 def test_a_write_in_a_forked_child_copies_every_page_and_stays_private(array):
     before = array.copy()
-    with cow.installed(array=array):
-        read = cow.fan_out("fork", "sum inherited array", N_WORKERS, hold_seconds=0.2)
-        write = cow.fan_out("fork", "write inherited array", N_WORKERS, hold_seconds=0.2)
+    with fork_copy_on_write.installed(array=array):
+        read = fork_copy_on_write.fan_out("fork", "sum inherited array", N_WORKERS, hold_seconds=0.2)
+        write = fork_copy_on_write.fan_out("fork", "write inherited array", N_WORKERS, hold_seconds=0.2)
     np.testing.assert_array_equal(array, before)
     for worker in write.workers:
         assert worker.uss_growth > 0.9 * ARRAY_BYTES
@@ -57,12 +58,12 @@ def test_a_write_in_a_forked_child_copies_every_page_and_stays_private(array):
 
 @needs_fork
 def test_iterating_inherited_rows_unshares_them_and_freezing_does_not_help(array):
-    rows = cow.rows_of_floats(array, len(array) // 4)
-    size = cow.footprint(rows)
-    with cow.installed(rows=rows):
-        plain = cow.fan_out("fork", "iterate inherited rows", N_WORKERS)
-        with cow.frozen_gc():
-            frozen = cow.fan_out("fork", "iterate inherited rows", N_WORKERS)
+    rows = fork_copy_on_write.rows_of_floats(array, len(array) // 4)
+    size = fork_copy_on_write.footprint(rows)
+    with fork_copy_on_write.installed(rows=rows):
+        plain = fork_copy_on_write.fan_out("fork", "iterate inherited rows", N_WORKERS)
+        with fork_copy_on_write.frozen_gc():
+            frozen = fork_copy_on_write.fan_out("fork", "iterate inherited rows", N_WORKERS)
     expected = float(sum(x for row in rows for x in row))
     for worker in plain.workers + frozen.workers:
         assert worker.result == expected
@@ -71,13 +72,13 @@ def test_iterating_inherited_rows_unshares_them_and_freezing_does_not_help(array
 
 @needs_fork
 def test_freezing_keeps_a_collection_in_the_child_from_unsharing_the_rows(array):
-    rows = cow.rows_of_floats(array, len(array) // 4)
-    size = cow.footprint(rows)
-    with cow.installed(rows=rows):
-        plain = cow.fan_out("fork", "collect garbage", N_WORKERS)
-        with cow.frozen_gc() as frozen_objects:
+    rows = fork_copy_on_write.rows_of_floats(array, len(array) // 4)
+    size = fork_copy_on_write.footprint(rows)
+    with fork_copy_on_write.installed(rows=rows):
+        plain = fork_copy_on_write.fan_out("fork", "collect garbage", N_WORKERS)
+        with fork_copy_on_write.frozen_gc() as frozen_objects:
             assert frozen_objects >= len(rows)
-            frozen = cow.fan_out("fork", "collect garbage", N_WORKERS)
+            frozen = fork_copy_on_write.fan_out("fork", "collect garbage", N_WORKERS)
     assert gc.get_freeze_count() == 0
     for worker in plain.workers:
         assert worker.uss_growth > 0.3 * size
@@ -86,13 +87,14 @@ def test_freezing_keeps_a_collection_in_the_child_from_unsharing_the_rows(array)
 
 
 def test_a_spawned_worker_inherits_nothing_and_says_how_to_fix_it(array):
-    with cow.installed(array=array), pytest.raises(RuntimeError, match="nothing was inherited.*spawn"):
-        cow.fan_out("spawn", "sum inherited array", 1)
-    assert cow.ARRAY is None
+    with fork_copy_on_write.installed(array=array), pytest.raises(RuntimeError,
+                                                                  match="nothing was inherited.*spawn"):
+        fork_copy_on_write.fan_out("spawn", "sum inherited array", 1)
+    assert fork_copy_on_write.ARRAY is None
 
 
 def test_a_worker_that_receives_the_array_holds_its_own_copy(array):
-    fan = cow.fan_out("spawn", "sum received array", N_WORKERS, send=array, hold_seconds=0.2)
+    fan = fork_copy_on_write.fan_out("spawn", "sum received array", N_WORKERS, send=array, hold_seconds=0.2)
     for worker in fan.workers:
         assert worker.result == float(np.sum(array))
         assert worker.uss_growth > 0.9 * ARRAY_BYTES
@@ -101,14 +103,14 @@ def test_a_worker_that_receives_the_array_holds_its_own_copy(array):
 
 
 def test_installed_resets_the_globals_even_when_the_block_raises(array):
-    with pytest.raises(KeyError), cow.installed(array=array, rows=[[1.0, 2.0]]):
-        assert cow.ARRAY is array and cow.ROWS == [[1.0, 2.0]]
+    with pytest.raises(KeyError), fork_copy_on_write.installed(array=array, rows=[[1.0, 2.0]]):
+        assert fork_copy_on_write.ARRAY is array and fork_copy_on_write.ROWS == [[1.0, 2.0]]
         raise KeyError("boom")
-    assert cow.ARRAY is None and cow.ROWS is None
+    assert fork_copy_on_write.ARRAY is None and fork_copy_on_write.ROWS is None
 
 
 def test_frozen_gc_unfreezes_even_when_the_block_raises():
-    with pytest.raises(ValueError), cow.frozen_gc():
+    with pytest.raises(ValueError), fork_copy_on_write.frozen_gc():
         assert gc.get_freeze_count() > 0
         raise ValueError("boom")
     assert gc.get_freeze_count() == 0
@@ -116,43 +118,43 @@ def test_frozen_gc_unfreezes_even_when_the_block_raises():
 
 def test_fan_out_refuses_unknown_tasks_and_payloads_nobody_reads(array):
     with pytest.raises(ValueError, match="unknown task"):
-        cow.fan_out("spawn", "no such task", 1)
+        fork_copy_on_write.fan_out("spawn", "no such task", 1)
     with pytest.raises(ValueError, match="needs send"):
-        cow.fan_out("spawn", "idle", 1, send=array)
+        fork_copy_on_write.fan_out("spawn", "idle", 1, send=array)
     with pytest.raises(ValueError, match="needs send"):
-        cow.fan_out("spawn", "sum received array", 1)
+        fork_copy_on_write.fan_out("spawn", "sum received array", 1)
 
 
 @needs_fork
 @forks_with_threads
 def test_a_lock_held_by_a_thread_at_fork_time_is_never_released_in_the_child():
-    with cow.lock_held_by_a_thread(), mp.get_context("fork").Pool(1) as pool:
+    with fork_copy_on_write.lock_held_by_a_thread(), mp.get_context("fork").Pool(1) as pool:
         with pytest.raises(TimeoutError, match="does not exist here"):
-            pool.apply(cow.take_lock, (0.2,))
-    assert not cow.LOCK.locked()
+            pool.apply(fork_copy_on_write.take_lock, (0.2,))
+    assert not fork_copy_on_write.LOCK.locked()
     with mp.get_context("fork").Pool(1) as pool:
-        assert pool.apply(cow.take_lock, (0.2,)) == "took the lock"
+        assert pool.apply(fork_copy_on_write.take_lock, (0.2,)) == "took the lock"
 
 
 def test_rows_hold_the_same_numbers_as_python_objects(array):
-    rows = cow.rows_of_floats(array, 1000)
+    rows = fork_copy_on_write.rows_of_floats(array, 1000)
     assert len(rows) == 1000 and all(len(row) == 2 for row in rows)
     assert rows[10] == [float(array[20]), float(array[21])]
     # 8-byte pointer per row in the outer list, a 72-byte list of two, two 24-byte floats
-    assert cow.footprint(rows) == pytest.approx(1000 * (8 + 72 + 2 * 24), rel=0.01)
+    assert fork_copy_on_write.footprint(rows) == pytest.approx(1000 * (8 + 72 + 2 * 24), rel=0.01)
 
 
 def test_tables_name_every_process_and_every_fan_out():
-    fan = cow.fan_out("spawn", "idle", 1, hold_seconds=0.1)
-    table = cow.process_table(fan.held)
+    fan = fork_copy_on_write.fan_out("spawn", "idle", 1, hold_seconds=0.1)
+    table = fork_copy_on_write.process_table(fan.held)
     assert "this process" in table and "worker" in table and "sum over the tree" in table
     assert len(table.splitlines()) == 4
-    growth = cow.growth_table({"idle spawn": fan}, ARRAY_BYTES)
+    growth = fork_copy_on_write.growth_table({"idle spawn": fan}, ARRAY_BYTES)
     assert len(growth.splitlines()) == 2 and growth.splitlines()[1].startswith("idle spawn")
     with pytest.raises(ValueError, match="nothing was held"):
-        cow.fan_out("spawn", "idle", 1).growth()
+        fork_copy_on_write.fan_out("spawn", "idle", 1).growth()
 
 
 def test_default_start_method_is_one_this_platform_has():
-    assert cow.default_start_method() in mp.get_all_start_methods()
-    assert cow.has_fork() == ("fork" in mp.get_all_start_methods())
+    assert fork_copy_on_write.default_start_method() in mp.get_all_start_methods()
+    assert fork_copy_on_write.has_fork() == ("fork" in mp.get_all_start_methods())

@@ -2,8 +2,8 @@
 
 import pytest
 
-from helpers import decision_guide, strategies
-from helpers.decision_guide import QUESTIONS, Cell
+from helpers.bench import decision_guide, strategies
+from helpers.bench.decision_guide import QUESTIONS, Cell
 
 
 def test_guide_covers_every_strategy_in_lesson_order():

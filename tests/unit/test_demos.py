@@ -1,4 +1,4 @@
-"""helpers.demos against real processes, real shared memory and real pages (no mocks)."""
+"""helpers.lessons.demos against real processes, real shared memory and real pages (no mocks)."""
 
 import os
 import time
@@ -8,9 +8,10 @@ import numpy as np
 import psutil
 import pytest
 
-from helpers import demos, system, workers
-from helpers.memory import track_memory
-from helpers.units import MiB
+from helpers.lessons import demos, workers
+from helpers.measure import system
+from helpers.measure.memory import track_memory
+from helpers.measure.units import MiB
 
 SEGMENT_BYTES = 16 * MiB
 SHORT_HOLD = 0.4

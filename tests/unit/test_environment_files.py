@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pyproject_pins() -> list[str]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["course"]
 
 
 def _conda_pip_pins(path: Path) -> list[str]:

@@ -13,22 +13,26 @@ import copyreg
 import gc
 import multiprocessing as mp
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 import pytest
 
-from helpers import leftovers, workers
-from helpers.executor import SharedMemoryExecutor
-from helpers.leftovers import SEGMENT_PREFIX, SHM_DIR
-from helpers.shm import SharedNDArray, handle_of
+from helpers.lessons import workers
+from helpers.measure import leftovers
+from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
+from helpers.shared.executor import SharedMemoryExecutor
+from helpers.shared.shm import SharedNDArray, handle_of
 
 BIG = 2**20 // 8 * 2  # float64 items in 2 MiB: above the 1 MiB default threshold
 Pair = collections.namedtuple("Pair", "left right")
@@ -251,8 +255,9 @@ def wait_until_gone(pid: int, seconds: float = 30) -> list[str]:
 SCRIPT_WITH_A_TASK_IN_FLIGHT = """
     import multiprocessing as mp, sys
     import numpy as np
-    from helpers import leftovers, workers
-    from helpers.executor import SharedMemoryExecutor
+    from helpers.measure import leftovers
+    from helpers.lessons import workers
+    from helpers.shared.executor import SharedMemoryExecutor
     if __name__ == "__main__":
         executor = SharedMemoryExecutor(1, mp.get_context("spawn"))
         future = executor.submit(workers.sleep_then_echo, 2, np.ones(2**20))
@@ -297,8 +302,8 @@ def test_an_argument_or_result_too_big_for_dev_shm_is_a_memory_error_not_a_crash
     result = in_small_dev_shm("""
         import multiprocessing as mp, os
         import numpy as np
-        from helpers import workers
-        from helpers.executor import SharedMemoryExecutor
+        from helpers.lessons import workers
+        from helpers.shared.executor import SharedMemoryExecutor
         if __name__ == "__main__":
             with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:
                 for task in [(workers.echo, np.ones(2 << 20)), (np.ones, 2 << 20)]:  # 16 MiB each
@@ -310,3 +315,61 @@ def test_an_argument_or_result_too_big_for_dev_shm_is_a_memory_error_not_a_crash
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["MemoryError True", "MemoryError True", "still works: 2097152",
                                           "left: []"]
+
+
+AFTER_SHUTDOWN = "cannot schedule new futures after shutdown"  # the stdlib's refusal, word for word
+RACE_ROUNDS = 60
+PREEMPTED_SECONDS = 0.001
+
+
+def _preempted_after_the_stdlib_queues_a_call(frame, event, _arg) -> None:
+    """Profile hook for the submitting thread: pause it as the stdlib's ``submit`` returns.
+
+    It stands in for the scheduler preempting that thread just after the call was queued (a GIL
+    switch, or any moment on a free-threaded build), so a shutdown from the other thread can land
+    there in a few rounds instead of a few million; nothing is replaced, only delayed.
+    """
+    if event == "return" and frame.f_code is ProcessPoolExecutor.submit.__code__:
+        time.sleep(PREEMPTED_SECONDS)
+
+
+def _race_submit_against_shutdown(array: np.ndarray, rng: random.Random) -> str:
+    """One round: this thread submits ``array`` while another calls ``shutdown(wait=False)``, each
+    after a random delay (seconds). Returns 'ok', 'refused' (the stdlib's refusal) or what else
+    happened."""
+    executor = SharedMemoryExecutor(1, mp.get_context("fork"))
+    executor.submit(workers.worker_pid).result()  # the worker runs: the race is submit against shutdown
+    manager = executor._executor_manager_thread
+    start = threading.Barrier(2)
+    shutdown_after = rng.uniform(0, 2 * PREEMPTED_SECONDS)
+    closer = threading.Thread(target=lambda: (start.wait(), time.sleep(shutdown_after),
+                                              executor.shutdown(wait=False)))
+    closer.start()
+    start.wait()
+    time.sleep(rng.uniform(0, PREEMPTED_SECONDS))
+    try:
+        return _outcome_of_submitting(executor, array)
+    finally:
+        closer.join()
+        manager.join(60)
+
+
+def _outcome_of_submitting(executor: SharedMemoryExecutor, array: np.ndarray) -> str:
+    sys.setprofile(_preempted_after_the_stdlib_queues_a_call)
+    try:
+        future = executor.submit(workers.echo, array)
+    except RuntimeError as error:
+        return "refused" if str(error) == AFTER_SHUTDOWN else f"submit raised {error!r}"
+    finally:
+        sys.setprofile(None)
+    error = future.exception(timeout=60)
+    if error is None:
+        return "ok" if np.array_equal(future.result(), array) else "a wrong result"
+    return "refused" if type(error) is RuntimeError and str(error) == AFTER_SHUTDOWN else repr(error)
+
+
+def test_submit_racing_shutdown_from_another_thread_completes_or_is_refused():
+    array, rng = random_array(), random.Random(0)
+    outcomes = collections.Counter(_race_submit_against_shutdown(array, rng) for _ in range(RACE_ROUNDS))
+    assert set(outcomes) <= {"ok", "refused"}, outcomes
+    assert wait_until_gone(os.getpid()) == []

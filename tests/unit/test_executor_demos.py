@@ -1,4 +1,5 @@
-"""helpers.executor_demos: lesson 07's hand-built version, its measurements and its demonstrations.
+"""helpers.lessons.shared_memory_executor: lesson 07's hand-built version, its measurements and its
+demonstrations.
 
 Real worker processes and real /dev/shm segments throughout; the autouse fixture in conftest.py
 fails any test that leaves a segment behind.
@@ -14,11 +15,11 @@ import numpy as np
 import psutil
 import pytest
 
-from helpers import executor_demos, workers
-from helpers.executor import SharedMemoryExecutor
-from helpers.leftovers import SEGMENT_PREFIX, SHM_DIR
-from helpers.shm import SharedNDArray, handle_of
-from helpers.units import MiB
+from helpers.lessons import shared_memory_executor, workers
+from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
+from helpers.measure.units import MiB
+from helpers.shared.executor import SharedMemoryExecutor
+from helpers.shared.shm import SharedNDArray, handle_of
 
 SPAWN = mp.get_context("spawn")
 
@@ -39,40 +40,34 @@ def stdlib_pool():
 
 def test_submit_with_handles_returns_the_workers_answer_and_unlinks(stdlib_pool):
     array = random_array(2 * MiB)
-    assert executor_demos.submit_with_handles(stdlib_pool, workers.sum_array, array) == pytest.approx(
+    assert shared_memory_executor.submit_with_handles(stdlib_pool, workers.sum_array, array) == pytest.approx(
         float(array.sum()))
     assert segments_of(os.getpid()) == []
 
 
 def test_submit_with_handles_unlinks_when_the_task_raises(stdlib_pool):
     with pytest.raises(ValueError):
-        executor_demos.submit_with_handles(stdlib_pool, workers.fill_in_place, random_array(MiB),
+        shared_memory_executor.submit_with_handles(stdlib_pool, workers.fill_in_place, random_array(MiB),
                                            "not a number")
     assert segments_of(os.getpid()) == []
-
-
-def test_a_copy_into_a_new_segment_costs_more_than_a_warm_copy():
-    floors = executor_demos.copy_floors(random_array(8 * MiB), repeat=3)
-    assert len(floors.warm.runs) == len(floors.new_segment.runs) == 3
-    assert floors.new_segment.median > floors.warm.median > 0
 
 
 def test_round_trips_of_both_executors():
     array = random_array(2 * MiB)
     with SharedMemoryExecutor(1, SPAWN) as ours:
-        trips = executor_demos.time_round_trips(ours, array, repeat=2)
+        trips = shared_memory_executor.time_round_trips(ours, array, repeat=2)
         assert ours.segment_pool.created == 1 and ours.segment_pool.reused >= 2  # first call made it
     assert trips.first > 0 and len(trips.warm.runs) == 2 and trips.shared is not None
     with ProcessPoolExecutor(1, mp_context=SPAWN) as stdlib:
-        stdlib_trips = executor_demos.time_round_trips(stdlib, array, repeat=2, shared=False)
+        stdlib_trips = shared_memory_executor.time_round_trips(stdlib, array, repeat=2, shared=False)
     assert stdlib_trips.shared is None and stdlib_trips.warm.median > 0
 
 
 def test_fan_out_memory_sees_a_copy_per_worker_only_when_the_array_is_private():
     array = random_array(16 * MiB)
-    copied = executor_demos.fan_out_memory(ProcessPoolExecutor, SPAWN, 2, array, hold_seconds=0.5)
+    copied = shared_memory_executor.fan_out_memory(ProcessPoolExecutor, SPAWN, 2, array, hold_seconds=0.5)
     with SharedNDArray.copy_of(array) as shared:
-        attached = executor_demos.fan_out_memory(SharedMemoryExecutor, SPAWN, 2, shared.array,
+        attached = shared_memory_executor.fan_out_memory(SharedMemoryExecutor, SPAWN, 2, shared.array,
                                                  hold_seconds=0.5)
     assert copied.pss_added_in_arrays >= 1.5
     assert attached.pss_added_in_arrays <= 0.5
@@ -81,33 +76,33 @@ def test_fan_out_memory_sees_a_copy_per_worker_only_when_the_array_is_private():
 
 def test_callers_see_arrays_and_the_segment_is_back_before_done():
     with SharedMemoryExecutor(1, SPAWN) as executor:
-        seen = executor_demos.callers_view(executor, random_array(2 * MiB), n_threads=3)
+        seen = shared_memory_executor.callers_view(executor, random_array(2 * MiB), n_threads=3)
     assert seen.callback_saw == "ndarray" and seen.threads_saw == ["ndarray"] * 3
     assert seen.lent_bytes_in_callback == 0
 
 
 def test_a_namedtuple_of_arrays_crosses_with_its_type():
-    batch = executor_demos.Batch(random_array(2 * MiB), np.arange(10))
+    batch = shared_memory_executor.Batch(random_array(2 * MiB), np.arange(10))
     with SharedMemoryExecutor(1, SPAWN) as executor:
         echoed = executor.submit(workers.echo, batch).result()
-        assert type(echoed) is executor_demos.Batch and handle_of(echoed.images) is not None
+        assert type(echoed) is shared_memory_executor.Batch and handle_of(echoed.images) is not None
         assert np.array_equal(echoed.images, batch.images) and np.array_equal(echoed.labels, batch.labels)
         del echoed
 
 
 def test_using_the_executor_patches_nothing_global():
-    assert all(executor_demos.globals_after_use().values())
+    assert all(shared_memory_executor.globals_after_use().values())
 
 
 def test_a_program_killed_mid_task_leaves_nothing_with_the_executor():
-    outcome = executor_demos.kill_program_mid_task(2 * MiB, way="executor", n_tasks=2)
+    outcome = shared_memory_executor.kill_program_mid_task(2 * MiB, way="executor", n_tasks=2)
     assert len(outcome.segments) == 2
     assert outcome.left_after == [] and outcome.seconds_to_clean is not None and outcome.orphans == []
     assert any("shared_memory" in line for line in outcome.tracker_warnings)
 
 
 def test_the_hand_built_version_killed_mid_task_is_cleaned_up_by_the_demonstration():
-    outcome = executor_demos.kill_program_mid_task(MiB, way="hand-built", n_tasks=1, wait_seconds=0.5)
+    outcome = shared_memory_executor.kill_program_mid_task(MiB, way="hand-built", n_tasks=1, wait_seconds=0.5)
     assert len(outcome.segments) == 1
     assert outcome.left_after == outcome.segments and len(outcome.orphans) == 1  # a stdlib worker lingers
     creator_pid = int(outcome.segments[0].split("_")[1])
@@ -118,4 +113,4 @@ def test_the_hand_built_version_killed_mid_task_is_cleaned_up_by_the_demonstrati
 
 def test_kill_program_mid_task_names_its_ways():
     with pytest.raises(ValueError, match="hand-built"):
-        executor_demos.kill_program_mid_task(MiB, way="fork bomb")
+        shared_memory_executor.kill_program_mid_task(MiB, way="fork bomb")

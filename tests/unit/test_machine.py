@@ -1,11 +1,12 @@
-"""helpers.machine and helpers.system: the machine report, its warnings and the memcpy floors."""
+"""helpers.measure.machine and helpers.measure.system: the machine report, its warnings and the
+memcpy floors."""
 
 import json
 
 import pytest
 
-from helpers import machine, system
-from helpers.units import MiB
+from helpers.measure import machine, system
+from helpers.measure.units import MiB
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""helpers.memmaps on real files, on disk and on tmpfs, with real spawned workers."""
+"""helpers.lessons.memmap on real files, on disk and on tmpfs, with real spawned workers."""
 
 import multiprocessing as mp
 import os
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import memmaps, workers
-from helpers.leftovers import TEMP_PREFIX
+from helpers.lessons import memmap
+from helpers.measure.leftovers import TEMP_PREFIX
 
 KINDS = ["disk", pytest.param("tmpfs", marks=pytest.mark.skipif(not Path("/dev/shm").is_dir(),
                                                                     reason="no /dev/shm"))]
@@ -17,19 +17,19 @@ KINDS = ["disk", pytest.param("tmpfs", marks=pytest.mark.skipif(not Path("/dev/s
 
 def test_filesystem_of_names_tmpfs_for_dev_shm_and_a_mount_for_the_temp_folder():
     if Path("/dev/shm").is_dir():
-        assert memmaps.filesystem_of("/dev/shm").fstype == "tmpfs"
-    temp = memmaps.filesystem_of(tempfile.gettempdir())
+        assert memmap.filesystem_of("/dev/shm").fstype == "tmpfs"
+    temp = memmap.filesystem_of(tempfile.gettempdir())
     assert tempfile.gettempdir().startswith(temp.mount_point)
     assert temp.fstype
 
 
 def test_filesystem_of_a_path_that_does_not_exist_yet_uses_its_parent_mount():
-    assert memmaps.filesystem_of("/proc/no-such-file").fstype == "proc"
+    assert memmap.filesystem_of("/proc/no-such-file").fstype == "proc"
 
 
 @pytest.mark.parametrize("on", KINDS)
 def test_temporary_folder_is_ours_and_removed_also_on_error(on):
-    with pytest.raises(RuntimeError), memmaps.temporary_folder(on) as folder:
+    with pytest.raises(RuntimeError), memmap.temporary_folder(on) as folder:
         assert folder.name.startswith(TEMP_PREFIX)
         (folder / "file").write_bytes(b"x" * 100)
         raise RuntimeError("boom")
@@ -37,37 +37,37 @@ def test_temporary_folder_is_ours_and_removed_also_on_error(on):
 
 
 def test_temporary_folder_refuses_when_there_is_no_room():
-    with pytest.raises(MemoryError, match="free"), memmaps.temporary_folder("tmpfs", room_bytes=2**62):
+    with pytest.raises(MemoryError, match="free"), memmap.temporary_folder("tmpfs", room_bytes=2**62):
         pass
 
 
 @pytest.mark.parametrize("on", KINDS)
 def test_owner_only_memmap_is_0o600_reserved_and_refuses_an_existing_file(on):
-    with memmaps.temporary_folder(on) as folder:
+    with memmap.temporary_folder(on) as folder:
         path = folder / "a.dat"
-        array = memmaps.owner_only_memmap(path, (1000,), "float64")
+        array = memmap.owner_only_memmap(path, (1000,), "float64")
         array[:] = np.arange(1000.0)
         array.flush()
-        assert memmaps.permissions(path) == 0o600
+        assert memmap.permissions(path) == 0o600
         assert os.path.getsize(path) == 8000
         del array
         with pytest.raises(FileExistsError):
-            memmaps.owner_only_memmap(path, (10,), "float64")
+            memmap.owner_only_memmap(path, (10,), "float64")
         assert np.array_equal(np.fromfile(path), np.arange(1000.0))
 
 
 def test_drop_from_page_cache_empties_the_cache_on_disk_only():
     n = 1 << 18  # 2 MiB
     for on, expect_dropped in (("disk", True), ("tmpfs", False)):
-        with memmaps.temporary_folder(on) as folder:
+        with memmap.temporary_folder(on) as folder:
             path = folder / "a.dat"
-            array = memmaps.owner_only_memmap(path, (n,))
+            array = memmap.owner_only_memmap(path, (n,))
             array[:] = np.random.default_rng(0).random(n)
             array.flush()
             del array
-            assert memmaps.cached_fraction(path) > 0.9
-            memmaps.drop_from_page_cache(path)
-            dropped = memmaps.cached_fraction(path) < 0.5
+            assert memmap.cached_fraction(path) > 0.9
+            memmap.drop_from_page_cache(path)
+            dropped = memmap.cached_fraction(path) < 0.5
             assert dropped == expect_dropped
 
 
@@ -75,13 +75,13 @@ def test_drop_from_page_cache_empties_the_cache_on_disk_only():
 def test_workers_map_one_file_the_tree_holds_it_once(on):
     n = 1 << 19  # 4 MiB
     context = mp.get_context("spawn")
-    with memmaps.temporary_folder(on) as folder:
-        array = memmaps.owner_only_memmap(folder / "a.dat", (n,))
+    with memmap.temporary_folder(on) as folder:
+        array = memmap.owner_only_memmap(folder / "a.dat", (n,))
         array[:] = np.random.default_rng(1).random(n)
         array.flush()
-        spec = memmaps.MemmapSpec.of(array)
+        spec = memmap.MemmapSpec.of(array)
         del array
-        seen = memmaps.map_and_hold_in_workers(context, spec, 2, hold_seconds=0.1)
+        seen = memmap.map_and_hold_in_workers(context, spec, 2, hold_seconds=0.1)
     assert seen["workers idle"].pss == 0
     assert seen["workers read"].processes == 2
     assert seen["workers read"].rss >= 1.9 * n * 8
@@ -91,15 +91,15 @@ def test_workers_map_one_file_the_tree_holds_it_once(on):
 def test_a_spawned_pool_sums_slices_of_a_npy_file_mapped_by_path():
     values = np.random.default_rng(2).random(100_000)
     context = mp.get_context("spawn")
-    with memmaps.temporary_folder("disk") as folder:
+    with memmap.temporary_folder("disk") as folder:
         np.save(folder / "a.npy", values)
         loaded = np.load(folder / "a.npy", mmap_mode="r")
         assert isinstance(loaded, np.memmap) and loaded.offset > 0
-        spec = memmaps.MemmapSpec.of(loaded)
+        spec = memmap.MemmapSpec.of(loaded)
         del loaded
         with context.Pool(2) as pool:
-            sums = pool.starmap(workers.sum_memmap_slice, [(spec, 0, 50_000), (spec, 50_000, 100_000)])
-            copy_on_write = pool.apply(workers.write_through_memmap, (spec, 0, -1.0, "c"))
+            sums = pool.starmap(memmap.sum_memmap_slice, [(spec, 0, 50_000), (spec, 50_000, 100_000)])
+            copy_on_write = pool.apply(memmap.write_through_memmap, (spec, 0, -1.0, "c"))
             pool.close()
             pool.join()
         assert np.isclose(sum(sums), values.sum())
@@ -110,7 +110,7 @@ def test_a_spawned_pool_sums_slices_of_a_npy_file_mapped_by_path():
 def test_the_disk_folder_is_never_in_memory():
     """Where /tmp is tmpfs (Fedora, Arch, containers; the private test namespace here), the "disk"
     folder falls back to /var/tmp or the home folder, so lesson 05's comparison stays honest."""
-    parent = memmaps.disk_parent()
-    assert memmaps.filesystem_of(parent).fstype not in memmaps.MEMORY_FILESYSTEMS
-    with memmaps.temporary_folder("disk") as folder:
+    parent = memmap.disk_parent()
+    assert memmap.filesystem_of(parent).fstype not in memmap.MEMORY_FILESYSTEMS
+    with memmap.temporary_folder("disk") as folder:
         assert folder.parent == parent

@@ -9,8 +9,8 @@ from multiprocessing import shared_memory
 import numpy as np
 import pytest
 
-from helpers import workers
-from helpers.memory import (
+from helpers.lessons import workers
+from helpers.measure.memory import (
     BURST_CPU_SECONDS,
     DEFAULT_INTERVAL,
     MAX_CPU_SHARE,
@@ -20,8 +20,8 @@ from helpers.memory import (
     _TreeSampler,
     track_memory,
 )
-from helpers.proctree import ProcessMemory
-from helpers.units import MiB
+from helpers.measure.proctree import ProcessMemory
+from helpers.measure.units import MiB
 
 ARRAY_BYTES = 96 * MiB
 SPAWN = mp.get_context("spawn")
@@ -266,7 +266,7 @@ def test_timeline_and_plot_have_one_line_per_process_and_the_total():
 
 
 def test_proc_files_drop_exited_processes_and_close_every_fd():
-    from helpers.proctree import ProcFiles, descendant_pids, resident_bytes
+    from helpers.measure.proctree import ProcFiles, descendant_pids, resident_bytes
 
     files = ProcFiles()
     release, ready = SPAWN.Event(), SPAWN.Event()
@@ -285,3 +285,15 @@ def test_proc_files_drop_exited_processes_and_close_every_fd():
     fds_open = len(os.listdir("/proc/self/fd"))
     files.close()
     assert held > 0 and len(os.listdir("/proc/self/fd")) == fds_open - held
+
+
+def test_a_nested_block_keeps_the_outer_blocks_tracemalloc_peak():
+    with track_memory() as outer:
+        freed_before_inner = np.ones(50 * MiB, dtype=np.uint8)
+        del freed_before_inner
+        with track_memory() as inner:
+            kept = np.ones(MiB, dtype=np.uint8)
+        del kept
+    assert outer.peak_tracemalloc >= 50 * MiB
+    assert MiB <= inner.peak_tracemalloc < 2 * MiB
+    assert not tracemalloc.is_tracing()

@@ -1,6 +1,6 @@
 """The lessons look right when opened cold (on GitHub, in JupyterLab before running anything).
 
-Stored by ``make notebooks`` (``helpers.notebooks``): executed top to bottom, every plot stored as
+Stored by ``make notebooks`` (``tools.execute_notebooks``): executed top to bottom, every plot stored as
 a PNG, no widget views or widget state (they read "model not found" when reopened), no per-cell
 execution timestamps, no errors or stderr noise.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.notebooks import WIDGET_VIEW, strip_volatile
+from tools.execute_notebooks import WIDGET_VIEW, strip_volatile
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -1,4 +1,4 @@
-"""helpers.pickling and the workers lesson 01 adds, in real spawned children and real pipes."""
+"""helpers.lessons.pickle_baseline and the workers lesson 01 adds, in real spawned children and real pipes."""
 
 import multiprocessing as mp
 import pickle
@@ -8,8 +8,8 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pytest
 
-from helpers import pickling, workers
-from helpers.units import MiB
+from helpers.lessons import pickle_baseline, workers
+from helpers.measure.units import MiB
 
 SPAWN = mp.get_context("spawn")
 
@@ -39,7 +39,7 @@ def _through_a_pipe(obj, send, receive):
 
 def test_breakdown_times_every_stage_and_sizes_the_payload():
     array = _random(MiB)
-    breakdown = pickling.pickle_cost_breakdown(array, SPAWN, repeat=2)
+    breakdown = pickle_baseline.pickle_cost_breakdown(array, SPAWN, repeat=2)
     assert set(breakdown.stages) == {"pickle.dumps", "pipe", "pickle.loads"}
     assert all(seconds > 0 for seconds in breakdown.stages.values())
     assert breakdown.total == pytest.approx(sum(breakdown.stages.values()))
@@ -49,7 +49,7 @@ def test_breakdown_times_every_stage_and_sizes_the_payload():
 
 def test_out_of_band_dumps_copies_nothing_and_loads_shares_the_memory():
     array = _random(MiB)
-    data, buffers = pickling.dumps_out_of_band(array)
+    data, buffers = pickle_baseline.dumps_out_of_band(array)
     assert len(data) < 1024
     assert [b.raw().nbytes for b in buffers] == [array.nbytes]
     rebuilt = pickle.loads(data, buffers=buffers)
@@ -67,7 +67,8 @@ def test_out_of_band_over_a_pipe_rebuilds_nested_arrays_exactly(direct):
         "label": "kept in the pickle",
     }
     received = _through_a_pipe(
-        original, pickling.send_out_of_band, lambda c: pickling.recv_out_of_band(c, direct=direct)
+        original, pickle_baseline.send_out_of_band,
+        lambda c: pickle_baseline.recv_out_of_band(c, direct=direct)
     )
     assert received["label"] == original["label"]
     for key in ("big", "fortran", "strided", "dates"):
@@ -81,7 +82,7 @@ def test_read_message_into_fills_the_buffer_from_a_large_message():
     payload = np.random.default_rng(2).integers(0, 255, 3 * MiB + 5, dtype=np.uint8)
     target = np.zeros_like(payload)
     size = _through_a_pipe(
-        payload, lambda c, p: c.send_bytes(p), lambda c: pickling.read_message_into(c, target)
+        payload, lambda c, p: c.send_bytes(p), lambda c: pickle_baseline.read_message_into(c, target)
     )
     assert size == payload.nbytes
     assert np.array_equal(target, payload)
@@ -92,7 +93,7 @@ def test_read_message_into_refuses_a_buffer_too_small():
     try:
         sender.send_bytes(b"x" * 100)
         with pytest.raises(ValueError, match="does not fit"):
-            pickling.read_message_into(receiver, bytearray(10))
+            pickle_baseline.read_message_into(receiver, bytearray(10))
     finally:
         sender.close()
         receiver.close()
@@ -101,23 +102,23 @@ def test_read_message_into_refuses_a_buffer_too_small():
 def test_sum_server_answers_every_transfer_with_the_sum_and_stops():
     array = _random(2 * MiB)
     part = array[: len(array) // 3]
-    with pickling.sum_server(SPAWN) as ask:
-        for transfer in pickling.TRANSFERS:
+    with pickle_baseline.sum_server(SPAWN) as ask:
+        for transfer in pickle_baseline.TRANSFERS:
             assert np.isclose(ask(array, transfer), array.sum())
             assert np.isclose(ask(part, transfer), part.sum())
 
 
 def test_unknown_transfer_is_refused_before_anything_is_sent():
-    with pickling.sum_server(SPAWN) as ask:
+    with pickle_baseline.sum_server(SPAWN) as ask:
         with pytest.raises(ValueError, match="transfer must be one of"):
             ask(np.ones(3), "carrier pigeon")
-        assert ask(np.ones(3), pickling.PICKLED) == 3.0
+        assert ask(np.ones(3), pickle_baseline.PICKLED) == 3.0
 
 
 def test_unpickle_error_names_what_the_worker_cannot_find():
-    missing = b"chelpers.workers\nno_such_function\n."  # a protocol-0 reference to a missing name
+    missing = b"chelpers.lessons.workers\nno_such_function\n."  # a protocol-0 reference to a missing name
     with ProcessPoolExecutor(1, mp_context=SPAWN) as executor:
-        error = executor.submit(workers.unpickle_error, missing).result()
-        fine = executor.submit(workers.unpickle_error, pickle.dumps(workers.echo)).result()
+        error = executor.submit(pickle_baseline.unpickle_error, missing).result()
+        fine = executor.submit(pickle_baseline.unpickle_error, pickle.dumps(workers.echo)).result()
     assert error.startswith("AttributeError: Can't get attribute 'no_such_function'")
     assert fine == ""

@@ -1,4 +1,4 @@
-"""helpers.quiet_processes: workers that ignore Ctrl-C while their parent still gets it."""
+"""helpers.measure.quiet_processes: workers that ignore Ctrl-C while their parent still gets it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from helpers.quiet_processes import quiet_context
+from helpers.measure.quiet_processes import quiet_context
 
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])

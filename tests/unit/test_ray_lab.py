@@ -1,4 +1,4 @@
-"""helpers.ray_lab, ray_demos, ray_processes and ray_tasks with a real Ray: a local instance and a
+"""helpers.lessons.ray_session, ray_demos, ray_processes and ray_tasks with a real Ray: a local instance and a
 local two-node cluster, real worker processes, real object stores.
 
 Ray takes seconds to start, so each of the two is started once (class-scoped fixtures: one runs at
@@ -14,13 +14,15 @@ import os
 import psutil
 import pytest
 
-from helpers import leftovers, ray_demos, ray_lab, ray_processes, ray_tasks
-from helpers.units import MiB
+from helpers.lessons import ray_object_store, ray_session, ray_tasks
+from helpers.measure import leftovers, ray_processes
+from helpers.measure.units import MiB
 
-pytestmark = pytest.mark.skipif(ray_lab.ray_available() is not None, reason=str(ray_lab.ray_available()))
+pytestmark = pytest.mark.skipif(ray_session.ray_available() is not None,
+                                reason=str(ray_session.ray_available()))
 
 ARRAY_BYTES = 8 * MiB
-STORE_BYTES = ray_lab.RAY_MINIMUM_STORE_BYTES + 32 * MiB
+STORE_BYTES = ray_session.RAY_MINIMUM_STORE_BYTES + 32 * MiB
 
 
 @pytest.fixture(scope="class")
@@ -30,15 +32,15 @@ def session():
     import ray
 
     before = leftovers.snapshot()
-    children_before = {child.pid for child in ray_lab.ray_descendants()}  # e.g. an earlier forkserver
+    children_before = {child.pid for child in ray_session.ray_descendants()}  # e.g. an earlier forkserver
     with pytest.raises(KeyboardInterrupt):
-        with ray_lab.ray_session(num_cpus=2, object_store_bytes=STORE_BYTES) as nodes:
-            ray_demos.warm_up(nodes, 2)
+        with ray_session.ray_session(num_cpus=2, object_store_bytes=STORE_BYTES) as nodes:
+            ray_object_store.warm_up(nodes, 2)
             yield nodes
             raise KeyboardInterrupt
     assert not ray.is_initialized()
     assert ray_processes.what_ray_left(nodes) == []
-    left = [child for child in ray_lab.ray_descendants() if child.pid not in children_before]
+    left = [child for child in ray_session.ray_descendants() if child.pid not in children_before]
     assert left == [], [" ".join(child.cmdline())[:200] for child in left]
     assert leftovers.new_since(before) == []
 
@@ -46,20 +48,20 @@ def session():
 @pytest.fixture(scope="class")
 def cluster():
     before = leftovers.snapshot()
-    with ray_lab.local_cluster(n_nodes=2, object_store_bytes=ray_lab.RAY_MINIMUM_STORE_BYTES,
+    with ray_session.local_cluster(n_nodes=2, object_store_bytes=ray_session.RAY_MINIMUM_STORE_BYTES,
                                disk_store_nodes=1) as nodes:
-        ray_demos.warm_up(nodes, 1)
+        ray_object_store.warm_up(nodes, 1)
         yield nodes
     assert ray_processes.what_ray_left(nodes) == []
     assert leftovers.new_since(before) == []
 
 
 def test_object_store_bytes_for_fits_the_fan_out_and_respects_rays_minimum():
-    assert ray_lab.object_store_bytes_for(1 * MiB, 2) == ray_lab.RAY_MINIMUM_STORE_BYTES
-    size = ray_lab.object_store_bytes_for(64 * MiB, 2)
+    assert ray_session.object_store_bytes_for(1 * MiB, 2) == ray_session.RAY_MINIMUM_STORE_BYTES
+    size = ray_session.object_store_bytes_for(64 * MiB, 2)
     assert size >= 4 * 64 * MiB and size % MiB == 0
     with pytest.raises(ValueError):
-        ray_lab.object_store_bytes_for(MiB, 0)
+        ray_session.object_store_bytes_for(MiB, 0)
 
 
 class TestOneNode:
@@ -78,25 +80,25 @@ class TestOneNode:
     def test_a_put_array_reaches_a_task_as_a_read_only_view_into_the_store(self, session):
         import ray
 
-        array = ray_demos.random_array(ARRAY_BYTES)
+        array = ray_object_store.random_array(ARRAY_BYTES)
         ref = ray.put(array)
-        facts = ray.get(ray_demos.remote(ray_tasks.facts_after_get).remote([ref]))
+        facts = ray.get(ray_object_store.remote(ray_tasks.facts_after_get).remote([ref]))
         assert facts["in_object_store"] and not facts["writeable"] and "plasma" in facts["mapping"]
         assert facts["pid"] != os.getpid()
-        assert ray.get(ray_demos.remote(ray_tasks.sum_array).remote(ref)) == pytest.approx(array.sum())
-        caught = ray_demos.read_only_pitfalls(ref)
+        assert ray.get(ray_object_store.remote(ray_tasks.sum_array).remote(ref)) == pytest.approx(array.sum())
+        caught = ray_object_store.read_only_pitfalls(ref)
         assert [p.message for p in caught] == ["assignment destination is read-only"] * 2
-        assert ray_demos.zeroed_in_a_copy(ref) == int((array < 0.5).sum())
+        assert ray_object_store.zeroed_in_a_copy(ref) == int((array < 0.5).sum())
         del ref
 
     def test_by_value_stores_one_copy_per_task_and_put_stores_one(self, session):
-        array = ray_demos.random_array(ARRAY_BYTES)
-        by_reference, by_value = ray_demos.compare_fan_out_memory(array, 2, hold_seconds=0.5)
+        array = ray_object_store.random_array(ARRAY_BYTES)
+        by_reference, by_value = ray_object_store.compare_fan_out_memory(array, 2, hold_seconds=0.5)
         assert by_value.store_bytes >= 1.5 * ARRAY_BYTES
         assert 0.5 * ARRAY_BYTES <= by_reference.store_bytes <= 1.5 * ARRAY_BYTES
 
     def test_structured_arrays_are_zero_copy_but_recarray_and_datetime64_are_pickled(self, session):
-        rows = ray_demos.what_workers_get(ray_demos.dtype_variants(MiB))
+        rows = ray_object_store.what_workers_get(ray_object_store.dtype_variants(MiB))
         zero_copy = {name for name, row in rows.items() if row["in_object_store"] and not row["writeable"]}
         assert zero_copy == {"float64", "structured (f8, i8)"}
         recarray = rows["np.recarray (f8, i8)"]
@@ -107,21 +109,22 @@ class TestOneNode:
     def test_a_second_session_in_the_same_process_is_refused_before_starting_anything(self, session):
         import ray
 
-        with pytest.raises(RuntimeError, match="already running"), ray_lab.ray_session(num_cpus=1):
+        with pytest.raises(RuntimeError, match="already running"), ray_session.ray_session(num_cpus=1):
             pass
         assert ray.is_initialized() and ray.get(ray.put(7)) == 7  # the running one is untouched
 
 
 class TestTwoNodes:
     def test_a_read_on_the_second_node_copies_the_object_into_its_store_once(self, cluster):
-        array = ray_demos.random_array(ARRAY_BYTES)
-        reads = ray_demos.reads_across_nodes(cluster, array, [("head", 0), ("remote", 1), ("again", 1)])
+        array = ray_object_store.random_array(ARRAY_BYTES)
+        reads = ray_object_store.reads_across_nodes(cluster, array,
+                                                    [("head", 0), ("remote", 1), ("again", 1)])
         assert [read.copies_on for read in reads] == [[0], [0, 1], [0, 1]]
         assert all(read.in_object_store for read in reads)
         assert reads[1].get_seconds > reads[2].get_seconds  # a transfer, then a mapping
 
     def test_the_second_nodes_store_is_a_file_on_disk_and_is_mapped(self, cluster):
-        rows = ray_demos.put_and_get_per_node(cluster, MiB, repeat=1)
+        rows = ray_object_store.put_and_get_per_node(cluster, MiB, repeat=1)
         assert rows[0]["store_directory"] == "/dev/shm"
         disk = rows[1]
         assert disk["store_directory"] == str(cluster.folders[1])

@@ -1,4 +1,5 @@
-"""helpers.reducer_timing and helpers.reducer_demos: what they measure and report, at small sizes.
+"""helpers.lessons.reduction_round_trips and helpers.lessons.pickler_reductions_torch: what they
+measure and report, at small sizes.
 
 No timed assertions: only the shape of the results, that the arrays came back whole, that the
 floors are positive, and that nothing is left behind.
@@ -11,31 +12,33 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
-from helpers import reducer_demos, reducer_timing, reducers
-from helpers.units import MiB
+from helpers.lessons import pickler_reductions_torch, reduction_round_trips
+from helpers.measure.units import MiB
+from helpers.shared import reducers
 
 SPAWN = mp.get_context("spawn")
 
 
 def test_reduction_of_names_the_way_each_how_uses():
-    assert [reducer_timing.reduction_of(how) for how in reducer_timing.HOWS] == [
+    assert [reduction_round_trips.reduction_of(how) for how in reduction_round_trips.HOWS] == [
         None, "torch", "torch", "shared_memory", "shared_memory"]
     with pytest.raises(ValueError, match="how must be one of"):
-        reducer_timing.reduction_of("carrier pigeon")
+        reduction_round_trips.reduction_of("carrier pigeon")
 
 
-@pytest.mark.parametrize("how", reducer_timing.HOWS)
+@pytest.mark.parametrize("how", reduction_round_trips.HOWS)
 def test_local_round_trip_reports_first_and_warm_runs_and_undoes_the_reduction(how):
     array = np.random.default_rng(0).random(50_000)
-    trip = reducer_timing.local_round_trip_seconds(array, how, repeat=3)
+    trip = reduction_round_trips.local_round_trip_seconds(array, how, repeat=3)
     assert trip.first > 0 and len(trip.runs) == 3 and trip.median == trip.warm.median
     assert reducers.active_way() is None
 
 
 def test_the_table_has_a_row_per_size_how_and_place_with_ratios_to_both_floors():
     sizes = [MiB // 4, MiB]
-    rows = reducer_timing.round_trip_table(sizes, hows=["pickle", "shared_memory", "shared_memory_shared"],
-                                           repeat=2, mp_context=SPAWN)
+    rows = reduction_round_trips.round_trip_table(sizes,
+                                                  hows=["pickle", "shared_memory", "shared_memory_shared"],
+                                                  repeat=2, mp_context=SPAWN)
     assert len(rows) == 2 * 3 * 2
     assert {(row["size_bytes"], row["how"], row["where"]) for row in rows} == {
         (size, how, where) for size in sizes for how in ("pickle", "shared_memory", "shared_memory_shared")
@@ -50,7 +53,7 @@ def test_the_table_has_a_row_per_size_how_and_place_with_ratios_to_both_floors()
 
 def test_a_remote_round_trip_through_torch_brings_the_array_back():
     array = np.random.default_rng(1).random(30_000)
-    with reducer_timing.EchoWorker("torch", SPAWN) as worker:
+    with reduction_round_trips.EchoWorker("torch", SPAWN) as worker:
         first = worker.round_trip_seconds(array, "torch", repeat=2)
         shared = worker.round_trip_seconds(array, "torch_shared", repeat=2)
         with pytest.raises(ValueError, match="this worker shares"):
@@ -58,13 +61,8 @@ def test_a_remote_round_trip_through_torch_brings_the_array_back():
     assert len(first.runs) == len(shared.runs) == 2
 
 
-def test_shm_fresh_floor_leaves_nothing_and_takes_each_run():
-    floor = reducer_timing.shm_fresh_floor_seconds(MiB, repeat=3)
-    assert len(floor.runs) == 3 and floor.min > 0
-
-
 def test_file_descriptors_run_out_under_file_descriptor_sharing_not_under_file_system():
-    by_fd, by_name = reducer_demos.keep_many_torch_arrays(SPAWN, n_arrays=120, nofile_limit=48)
+    by_fd, by_name = pickler_reductions_torch.keep_many_torch_arrays(SPAWN, n_arrays=120, nofile_limit=48)
     assert by_fd.strategy == "file_descriptor" and by_fd.ran_out_of_descriptors
     assert 0 < by_fd.n_kept < 120 and by_fd.torch_names_while_held == 0
     assert by_name.strategy == "file_system" and by_name.error == "" and by_name.n_kept == 120

@@ -1,4 +1,5 @@
-"""helpers.reducers: arrays through mp.Queue, Pipe and Pool via shared memory, both ways, undoable, leak-free.
+"""helpers.shared.reducers: arrays through mp.Queue, Pipe and Pool via shared memory, both ways,
+undoable, leak-free.
 
 Real processes and real /dev/shm throughout; the autouse fixture in conftest.py fails any test
 that leaves an entry in /dev/shm (torch_* files included) or the temp folder.
@@ -19,8 +20,9 @@ from multiprocessing.reduction import ForkingPickler
 import numpy as np
 import pytest
 
-from helpers import lent_segments, reducers, workers
-from helpers.shm import SharedNDArray, handle_of
+from helpers.lessons import workers
+from helpers.shared import lent_segments, reducers
+from helpers.shared.shm import SharedNDArray, handle_of
 
 WAYS = ("torch", "shared_memory")
 RECORD = np.dtype([("when", "M8[s]"), ("price", ">f4"), ("ticker", "U3")])
@@ -58,7 +60,7 @@ def assert_same(received: np.ndarray, sent: np.ndarray) -> None:
 
 def in_shared_memory(array: np.ndarray, way: str) -> bool:
     if way == "torch":
-        from helpers.torch_reduction import shared_tensor_of
+        from helpers.shared.torch_reduction import shared_tensor_of
 
         return shared_tensor_of(array) is not None
     return handle_of(array) is not None
@@ -72,7 +74,8 @@ def nothing_shared_after():
 
 
 def test_importing_reducers_does_not_import_torch():
-    code = "import sys, helpers.reducers, helpers.reducer_timing; print('torch' in sys.modules)"
+    code = ("import sys, helpers.shared.reducers, helpers.lessons.reduction_round_trips; "
+            "print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 
@@ -80,7 +83,7 @@ def test_importing_reducers_does_not_import_torch():
 @pytest.mark.parametrize("way", WAYS)
 def test_only_forking_pickler_changes_and_stopping_restores_it(way):
     if way == "torch":
-        import helpers.torch_reduction  # noqa: F401  (torch registers its own types on import)
+        import helpers.shared.torch_reduction  # noqa: F401  (torch registers its own types on import)
     array = np.random.default_rng(0).random(10_000)
     extra, dispatch = dict(ForkingPickler._extra_reducers), dict(copyreg.dispatch_table)
     plain, forking = pickle.dumps(array), bytes(ForkingPickler.dumps(array))
@@ -248,8 +251,7 @@ def test_forked_children_lend_from_a_pool_of_their_own():
     with reducers.sharing_arrays("shared_memory"):
         kept = ForkingPickler.loads(ForkingPickler.dumps(array))  # a reception the children inherit
         parent_pool = reducers.shared_memory_pool()
-        header = lent_segments._header(lent_segments._mapping_under(kept))
-        holders = header[lent_segments.HOLDERS_OFFSET:lent_segments.HOLDERS_OFFSET + 8].view(np.int64)
+        holders = lent_segments.holders_of(kept)
         with fork.Pool(2) as pool:
             results = pool.map(workers.plus_one_and_slice, [array] * 4)
             pids = {str(child.pid) for child in mp.active_children()}
@@ -298,7 +300,7 @@ def test_a_receiver_killed_while_holding_leaves_nothing(way):
 def test_torch_missing_is_a_clear_import_error():
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from helpers import reducers\n"
+        "from helpers.shared import reducers\n"
         "try:\n    reducers.share_arrays_with_torch()\n"
         "except ImportError as error:\n    print(error)\n"
     )
@@ -310,8 +312,7 @@ def test_the_holder_count_reaches_zero_only_when_every_view_is_gone():
     array = np.random.default_rng(10).random(10_000)
     with reducers.sharing_arrays("shared_memory"):
         received = ForkingPickler.loads(ForkingPickler.dumps(array))
-        header = lent_segments._header(lent_segments._mapping_under(received))
-        holders = header[lent_segments.HOLDERS_OFFSET:lent_segments.HOLDERS_OFFSET + 8].view(np.int64)
+        holders = lent_segments.holders_of(received)
         part = received[10:20]
         del received
         assert holders[0] == 1

@@ -1,4 +1,5 @@
-"""helpers.sendonce in real spawned pools and a real Manager: sending, installing, proxies, timing."""
+"""helpers.lessons.send_once_and_managers in real spawned pools and a real Manager: sending,
+installing, proxies, timing."""
 
 import multiprocessing as mp
 import pickle
@@ -6,9 +7,9 @@ import pickle
 import numpy as np
 import pytest
 
-from helpers import sendonce
-from helpers.memory import ProcessMemory, TreeSample
-from helpers.units import MiB
+from helpers.lessons import send_once_and_managers
+from helpers.measure.memory import ProcessMemory, TreeSample
+from helpers.measure.units import MiB
 
 SPAWN = mp.get_context("spawn")
 
@@ -16,55 +17,59 @@ SPAWN = mp.get_context("spawn")
 @pytest.fixture(autouse=True)
 def no_child_outlives_the_test():
     yield
-    sendonce.uninstall()
+    send_once_and_managers.uninstall()
     assert mp.active_children() == []
 
 
 @pytest.fixture(scope="module")
 def sequence():
-    return sendonce.ListSequence(list(sendonce.make_block(MiB // 4, seed=3)))
+    return send_once_and_managers.ListSequence(list(send_once_and_managers.make_block(MiB // 4, seed=3)))
 
 
 def test_make_block_holds_whole_items_and_at_least_one_batch():
-    block = sendonce.make_block(MiB)
-    assert block.shape == (MiB // sendonce.ITEM_BYTES, sendonce.ITEM_FLOATS)
+    block = send_once_and_managers.make_block(MiB)
+    assert block.shape == (MiB // send_once_and_managers.ITEM_BYTES, send_once_and_managers.ITEM_FLOATS)
     assert block.dtype == np.float64 and 0 < block.min() and block.max() < 1
-    assert sendonce.make_block(1).shape[0] == sendonce.BATCH_ITEMS
+    assert send_once_and_managers.make_block(1).shape[0] == send_once_and_managers.BATCH_ITEMS
 
 
 def test_list_sequence_builds_batches_and_refuses_out_of_range(sequence):
     items = sequence.items
-    assert len(sequence) == len(items) // sendonce.BATCH_ITEMS
+    assert len(sequence) == len(items) // send_once_and_managers.BATCH_ITEMS
     np.testing.assert_array_equal(sequence[1], np.stack(items[8:16]))
-    short = sendonce.ListSequence(items[:10], batch_size=4)
-    assert len(short) == 3 and short[2].shape == (2, sendonce.ITEM_FLOATS)
+    short = send_once_and_managers.ListSequence(items[:10], batch_size=4)
+    assert len(short) == 3 and short[2].shape == (2, send_once_and_managers.ITEM_FLOATS)
     with pytest.raises(IndexError, match="out of range"):
         short[3]
     with pytest.raises(ValueError, match="batch_size"):
-        sendonce.ListSequence(items, batch_size=0)
+        send_once_and_managers.ListSequence(items, batch_size=0)
 
 
 def test_sent_with_every_task_and_installed_once_give_the_same_sums(sequence):
     expected = [float(sequence[i].sum()) for i in range(len(sequence))]
     with SPAWN.Pool(2) as pool:
-        sent = [pool.apply(sendonce.batch_sum, (sequence, i)) for i in range(len(sequence))]
+        sent = [pool.apply(send_once_and_managers.batch_sum, (sequence, i)) for i in range(len(sequence))]
         with pytest.raises(LookupError, match="nothing is installed"):
-            pool.apply(sendonce.installed_batch_sum, (0,))
-    with SPAWN.Pool(2, initializer=sendonce.install, initargs=(sequence,)) as pool:
-        assert len(sendonce.answers_from_every_worker(pool, 2)) == 2
-        installed = pool.map(sendonce.installed_batch_sum, range(len(sequence)))
-        timing = sendonce.seconds_per_task(pool, sendonce.installed_batch_sum, [(0,)] * 4)
+            pool.apply(send_once_and_managers.installed_batch_sum, (0,))
+    with SPAWN.Pool(2, initializer=send_once_and_managers.install, initargs=(sequence,)) as pool:
+        assert len(send_once_and_managers.answers_from_every_worker(pool, 2)) == 2
+        installed = pool.map(send_once_and_managers.installed_batch_sum, range(len(sequence)))
+        timing = send_once_and_managers.seconds_per_task(pool, send_once_and_managers.installed_batch_sum,
+                                                         [(0,)] * 4)
     assert sent == pytest.approx(expected) and installed == pytest.approx(expected)
     assert len(timing.runs) == 3 and timing.min > 0
 
 
 def test_a_worker_change_stays_in_that_worker(sequence):
-    with sendonce.installed_pool(SPAWN, 2, sequence) as pool:
-        changer, length = pool.apply(sendonce.shrink_installed, (sendonce.BATCH_ITEMS,))
-        seen = sendonce.answers_from_every_worker(pool, 2, sendonce.installed_length_after_pause)
+    with send_once_and_managers.installed_pool(SPAWN, 2, sequence) as pool:
+        changer, length = pool.apply(send_once_and_managers.shrink_installed,
+                                     (send_once_and_managers.BATCH_ITEMS,))
+        seen = send_once_and_managers.answers_from_every_worker(
+            pool, 2, send_once_and_managers.installed_length_after_pause
+        )
     assert length == 1 and seen[changer] == 1
     assert [n for pid, n in seen.items() if pid != changer] == [len(sequence)]
-    assert len(sequence) == len(sequence.items) // sendonce.BATCH_ITEMS
+    assert len(sequence) == len(sequence.items) // send_once_and_managers.BATCH_ITEMS
 
 
 class FromMain:
@@ -82,45 +87,45 @@ from_main.__module__ = "__main__"
 
 
 def test_installed_pool_refuses_main_module_objects_when_main_cannot_be_imported(monkeypatch, sequence):
-    monkeypatch.setattr(sendonce, "_main_is_importable", lambda: False)
+    monkeypatch.setattr(send_once_and_managers, "_main_is_importable", lambda: False)
     for obj in (FromMain(), [1, {"f": from_main}], FromMain):
         with pytest.raises(TypeError, match="defined in __main__"):
-            with sendonce.installed_pool(SPAWN, 2, obj):
+            with send_once_and_managers.installed_pool(SPAWN, 2, obj):
                 pass
-    sendonce.check_importable_by_workers(sequence)  # an importable class passes
-    monkeypatch.setattr(sendonce, "_main_is_importable", lambda: True)
-    sendonce.check_importable_by_workers(FromMain())  # a script's __main__ is importable
+    send_once_and_managers.check_importable_by_workers(sequence)  # an importable class passes
+    monkeypatch.setattr(send_once_and_managers, "_main_is_importable", lambda: True)
+    send_once_and_managers.check_importable_by_workers(FromMain())  # a script's __main__ is importable
 
 
 def test_a_manager_list_proxy_is_small_to_send_and_each_read_is_a_round_trip(sequence):
     with SPAWN.Manager() as manager:
         proxy = manager.list(sequence.items)
         assert len(pickle.dumps(proxy)) < 1024
-        np.testing.assert_array_equal(sendonce.ListSequence(proxy)[1], sequence[1])
-        reads = sendonce.read_seconds(proxy, range(20))
-        with SPAWN.Pool(1, initializer=sendonce.install, initargs=(proxy,)) as pool:
-            total = pool.apply(sendonce.installed_items_sum, ([0, 1, 2],))
-            worker_reads = pool.apply(sendonce.read_seconds, (proxy, range(5)))
-    assert total == pytest.approx(sendonce.items_sum(sequence.items, [0, 1, 2]))
-    local = sendonce.loop_read_seconds(sequence.items, list(range(len(sequence.items))))
+        np.testing.assert_array_equal(send_once_and_managers.ListSequence(proxy)[1], sequence[1])
+        reads = send_once_and_managers.read_seconds(proxy, range(20))
+        with SPAWN.Pool(1, initializer=send_once_and_managers.install, initargs=(proxy,)) as pool:
+            total = pool.apply(send_once_and_managers.installed_items_sum, ([0, 1, 2],))
+            worker_reads = pool.apply(send_once_and_managers.read_seconds, (proxy, range(5)))
+    assert total == pytest.approx(send_once_and_managers.items_sum(sequence.items, [0, 1, 2]))
+    local = send_once_and_managers.loop_read_seconds(sequence.items, list(range(len(sequence.items))))
     assert len(reads) == 20 and len(worker_reads) == 5
     assert min(reads) > 1e-6 and 0 < local < min(reads)
 
 
 def test_seconds_per_task_needs_more_tasks_than_warmups():
     with pytest.raises(ValueError, match="more than warmup"):
-        sendonce.seconds_per_task(None, sendonce.installed_length, [()], warmup=1)
+        send_once_and_managers.seconds_per_task(None, send_once_and_managers.installed_length, [()], warmup=1)
 
 
 def test_linear_cost_and_break_even():
-    fixed, per_read = sendonce.linear_cost([0, 1, 8, 64], [1.0, 9.0, 2.0, 65.0])
+    fixed, per_read = send_once_and_managers.linear_cost([0, 1, 8, 64], [1.0, 9.0, 2.0, 65.0])
     assert (fixed, per_read) == pytest.approx((1.0, 1.0))
-    assert sendonce.break_even_reads(11.0, fixed, per_read) == pytest.approx(10.0)
-    assert sendonce.break_even_reads(0.5, fixed, per_read) is None
+    assert send_once_and_managers.break_even_reads(11.0, fixed, per_read) == pytest.approx(10.0)
+    assert send_once_and_managers.break_even_reads(0.5, fixed, per_read) is None
     with pytest.raises(ValueError):
-        sendonce.break_even_reads(1.0, 0.0, 0.0)
+        send_once_and_managers.break_even_reads(1.0, 0.0, 0.0)
     with pytest.raises(ValueError):
-        sendonce.linear_cost([4, 4], [1.0, 2.0])
+        send_once_and_managers.linear_cost([4, 4], [1.0, 2.0])
 
 
 def test_descendants_pss_leaves_this_process_out():
@@ -130,11 +135,12 @@ def test_descendants_pss_leaves_this_process_out():
         processes = {os.getpid(): ProcessMemory(own, own, own), 1: ProcessMemory(child, child, child)}
         return TreeSample(time=0.0, processes=processes, shm=0, cgroup=None)
 
-    assert sendonce.descendants_pss([sample(100, 7), sample(500, 9), sample(1, 8)]) == 8
+    assert send_once_and_managers.descendants_pss([sample(100, 7), sample(500, 9), sample(1, 8)]) == 8
     with pytest.raises(ValueError):
-        sendonce.descendants_pss([])
+        send_once_and_managers.descendants_pss([])
 
 
 def test_format_table_aligns_columns():
-    text = sendonce.format_table([{"way": "a", "cost": "1 ms"}, {"way": "longer", "cost": "2 s"}])
+    text = send_once_and_managers.format_table([{"way": "a", "cost": "1 ms"},
+                                                {"way": "longer", "cost": "2 s"}])
     assert text.splitlines() == ["way     cost", "------  ----", "a       1 ms", "longer  2 s"]

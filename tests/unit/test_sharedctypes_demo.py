@@ -1,4 +1,4 @@
-"""helpers.sharedctypes_demo with real spawned processes and real sharedctypes memory."""
+"""helpers.lessons.sharedctypes with real spawned processes and real sharedctypes memory."""
 
 import ctypes
 import gc
@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from helpers import sharedctypes_demo as demo
-from helpers.units import MiB
+from helpers.lessons import sharedctypes as demo
+from helpers.measure.units import MiB
 
 SPAWN = mp.get_context("spawn")
 

@@ -1,4 +1,4 @@
-"""helpers.shm.SharedNDArray with real processes, real segments and a real small tmpfs."""
+"""helpers.shared.shm.SharedNDArray with real processes, real segments and a real small tmpfs."""
 
 import multiprocessing as mp
 import os
@@ -14,10 +14,11 @@ import time
 import numpy as np
 import pytest
 
-from helpers import workers
-from helpers.leftovers import SEGMENT_PREFIX, SHM_DIR
-from helpers.shm import ArrayHandle, SharedNDArray, attach, sweep
-from helpers.units import MiB
+from helpers.lessons import workers
+from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
+from helpers.measure.units import MiB
+from helpers.shared.room import available_memory, shm_free
+from helpers.shared.shm import ArrayHandle, SharedNDArray, attach, sweep
 
 SPAWN = mp.get_context("spawn")
 
@@ -146,7 +147,7 @@ def _run_python(code: str, *args: str) -> subprocess.CompletedProcess:
 ATTACH_AND_EXIT = """
     import pickle, sys
     import numpy as np
-    from helpers.shm import attach
+    from helpers.shared.shm import attach
     handle = pickle.loads(bytes.fromhex(sys.argv[1]))
     with attach(handle) as array:
         print(float(array.sum()))
@@ -193,7 +194,7 @@ def test_nothing_survives_a_worker_killed_while_attached():
 
 OWN_AND_WAIT = """
     import sys, time
-    from helpers.shm import SharedNDArray
+    from helpers.shared.shm import SharedNDArray
     shared = SharedNDArray.create(1 << 20, "u1")
     shared.array[:] = 1
     print(shared.name, flush=True)
@@ -253,7 +254,7 @@ def test_a_full_dev_shm_raises_memory_error_not_sigbus():
     result = _in_small_dev_shm("""
         import os
         import numpy as np
-        from helpers.shm import SharedNDArray
+        from helpers.shared.shm import SharedNDArray
         try:
             SharedNDArray.create(16 << 20, "u1")
         except MemoryError as error:
@@ -271,3 +272,92 @@ def test_a_full_dev_shm_raises_memory_error_not_sigbus():
     assert len([line for line in lines if line.startswith("MemoryError: ")]) == 2
     assert "does not fit in /dev/shm" in lines[0] and "16 MiB" in lines[0]
     assert lines[-1] == "left: []"
+
+
+FAIL_AFTER_THE_SEGMENT_EXISTS = """
+    import errno, mmap, os, sys
+    import numpy as np
+    from multiprocessing import resource_tracker
+    from helpers.shared import _segments, transit
+    from helpers.shared.room import SEGMENT_PREFIX
+    from helpers.shared.shm import SharedNDArray
+
+    def raising(error):
+        def fail(*args, **kwargs):
+            raise error
+        return fail
+
+    class UnmappableMmap(mmap.mmap):  # a class, so isinstance(x, mmap.mmap) elsewhere still works
+        def __new__(cls, *args, **kwargs):
+            raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    FAILURES = {  # where a step after shm_open fails: (module, attribute, its failing stand-in)
+        "reserving interrupted": (os, "posix_fallocate", raising(KeyboardInterrupt())),
+        "reserving finds /dev/shm full": (os, "posix_fallocate", raising(OSError(errno.ENOSPC, "No space"))),
+        "mapping fails": (mmap, "mmap", UnmappableMmap),
+        "populating interrupted": (_segments, "_populate", raising(KeyboardInterrupt())),
+        "copying the result interrupted": (transit, "view_on", raising(KeyboardInterrupt())),
+    }
+    CALLS = {
+        "SharedNDArray.create": lambda: SharedNDArray.create(1 << 20, "u1"),
+        "pack_result": lambda: transit.pack_result(np.ones(1 << 18), _segments.new_name(), 1 << 20),
+    }
+    failure, call = sys.argv[1:]
+    resource_tracker.ensure_running()
+    setattr(*FAILURES[failure])
+    try:
+        CALLS[call]()
+        print("no error")
+    except BaseException as error:
+        print(type(error).__name__)
+    mine = f"{SEGMENT_PREFIX}{os.getpid()}_"
+    print("left:", [name for name in os.listdir("/dev/shm") if name.startswith(mine)])
+"""
+
+CREATE_FAILURES = {
+    "reserving interrupted": "KeyboardInterrupt",
+    "reserving finds /dev/shm full": "MemoryError",
+    "mapping fails": "OSError",
+    "populating interrupted": "KeyboardInterrupt",
+}
+
+
+@pytest.mark.parametrize(("call", "failure", "error"), [
+    *[("SharedNDArray.create", failure, error) for failure, error in CREATE_FAILURES.items()],
+    *[("pack_result", failure, error) for failure, error in CREATE_FAILURES.items()],
+    ("pack_result", "copying the result interrupted", "KeyboardInterrupt"),
+])
+def test_a_failure_after_the_segment_exists_removes_it_and_its_tracker_entry(call, failure, error):
+    # In a child of its own, so its resource tracker says at exit whether an entry was left over.
+    result = _run_python(FAIL_AFTER_THE_SEGMENT_EXISTS, failure, call)
+    assert result.stdout.splitlines() == [error, "left: []"], result.stderr
+    assert result.stderr == "", f"the child or its resource tracker printed: {result.stderr}"
+
+
+INTERRUPT_A_BIG_CREATE = """
+    import os, signal, sys
+    from multiprocessing import resource_tracker
+    from helpers.shared.room import SEGMENT_PREFIX
+    from helpers.shared.shm import SharedNDArray
+    resource_tracker.ensure_running()
+    signal.signal(signal.SIGALRM, signal.default_int_handler)  # the alarm acts as a Ctrl-C
+    signal.setitimer(signal.ITIMER_REAL, float(sys.argv[2]))
+    try:
+        SharedNDArray.create(int(sys.argv[1]), "u1")
+        print("not interrupted")
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt")
+    mine = f"{SEGMENT_PREFIX}{os.getpid()}_"
+    print("left:", [name for name in os.listdir("/dev/shm") if name.startswith(mine)])
+"""
+BIG_CREATE_BYTES = 1 << 30  # reserving 1 GiB of /dev/shm pages takes about 0.1-0.3 s
+ALARM_SECONDS = 0.01  # well inside posix_fallocate, which the kernel interrupts for a signal
+
+
+def test_ctrl_c_while_a_big_segment_is_reserved_removes_it():
+    room = min(available_memory(), shm_free() or 0)
+    if room < 2 * BIG_CREATE_BYTES:
+        pytest.skip(f"needs 2 GiB free in /dev/shm and RAM to reserve 1 GiB; {room / 2**30:.1f} GiB here")
+    result = _run_python(INTERRUPT_A_BIG_CREATE, str(BIG_CREATE_BYTES), str(ALARM_SECONDS))
+    assert result.stdout.splitlines() == ["KeyboardInterrupt", "left: []"], result.stderr
+    assert result.stderr == "", f"the child or its resource tracker printed: {result.stderr}"

@@ -1,4 +1,5 @@
-"""helpers.shm_pitfalls with real interpreters, real segments and (where allowed) a real small tmpfs."""
+"""helpers.lessons.shared_memory with real interpreters, real segments and (where allowed) a real
+small tmpfs."""
 
 import hashlib
 import multiprocessing as mp
@@ -6,12 +7,12 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
-from helpers import shm_pitfalls, workers
-from helpers.demos import increase
-from helpers.leftovers import SHM_DIR
-from helpers.memory import track_memory
-from helpers.shm import SharedNDArray
-from helpers.units import MiB
+from helpers.lessons import shared_memory
+from helpers.lessons.demos import increase
+from helpers.measure.leftovers import SHM_DIR
+from helpers.measure.memory import track_memory
+from helpers.measure.units import MiB
+from helpers.shared.shm import SharedNDArray
 
 SPAWN = mp.get_context("spawn")
 
@@ -22,7 +23,7 @@ def _random_shared(n_items: int = 1000) -> SharedNDArray:
 
 def test_a_stdlib_attach_in_another_interpreter_unlinks_or_warns_on_exit():
     with _random_shared() as shared:
-        outcome = shm_pitfalls.attach_and_exit(shared.handle, "stdlib")
+        outcome = shared_memory.attach_and_exit(shared.handle, "stdlib")
         assert outcome.returncode == 0, outcome.stderr
         assert float(outcome.stdout) == pytest.approx(shared.array.sum())
         assert outcome.warnings or not outcome.segment_exists_after
@@ -32,7 +33,7 @@ def test_a_stdlib_attach_in_another_interpreter_unlinks_or_warns_on_exit():
 
 def test_attaching_with_the_helper_neither_unlinks_nor_warns():
     with _random_shared() as shared:
-        outcome = shm_pitfalls.attach_and_exit(shared.handle, "helpers")
+        outcome = shared_memory.attach_and_exit(shared.handle, "helpers")
         assert outcome.returncode == 0 and outcome.stderr == ""
         assert float(outcome.stdout) == pytest.approx(shared.array.sum())
         assert outcome.segment_exists_after is True and outcome.warnings == []
@@ -40,36 +41,36 @@ def test_attaching_with_the_helper_neither_unlinks_nor_warns():
 
 def test_an_unknown_way_is_refused():
     with _random_shared(10) as shared, pytest.raises(ValueError, match="'stdlib' or 'helpers'"):
-        shm_pitfalls.attach_and_exit(shared.handle, "pickle")
+        shared_memory.attach_and_exit(shared.handle, "pickle")
     with pytest.raises(ValueError, match="'stdlib' or 'helpers'"):
-        shm_pitfalls.overfill_small_dev_shm("pickle")
+        shared_memory.overfill_small_dev_shm("pickle")
 
 
 def test_objects_viewed_in_another_process_crash_it():
     objects = np.array([f"row {i}" for i in range(8)] + [1.5, None], dtype=object)
-    outcome = shm_pitfalls.dereference_objects_elsewhere(objects)
+    outcome = shared_memory.dereference_objects_elsewhere(objects)
     assert "viewed the segment as dtype=object" in outcome.stdout
     assert outcome.returncode != 0  # SIGSEGV in practice; garbage would print and exit 0 only by chance
     assert outcome.signal_name in ("SIGSEGV", "SIGBUS", "SIGABRT")
     with pytest.raises(TypeError, match="object array"):
-        shm_pitfalls.dereference_objects_elsewhere(np.arange(3))
+        shared_memory.dereference_objects_elsewhere(np.arange(3))
 
 
 def test_signal_names_and_warning_lines_are_read_from_the_outcome():
-    killed = shm_pitfalls.ChildOutcome(-7, "", "/x/y.py:254: UserWarning: leaked\n  warnings.warn(...)\n")
+    killed = shared_memory.ChildOutcome(-7, "", "/x/y.py:254: UserWarning: leaked\n  warnings.warn(...)\n")
     assert killed.signal_name == "SIGBUS" and killed.warnings == ["UserWarning: leaked"]
-    assert shm_pitfalls.ChildOutcome(0, "", "").signal_name is None
+    assert shared_memory.ChildOutcome(0, "", "").signal_name is None
 
 
-NO_PRIVATE_DEV_SHM = shm_pitfalls.private_dev_shm_unavailable()
+NO_PRIVATE_DEV_SHM = shared_memory.private_dev_shm_unavailable()
 
 
 @pytest.mark.skipif(NO_PRIVATE_DEV_SHM is not None, reason=f"{NO_PRIVATE_DEV_SHM}")
 def test_overfilling_a_small_dev_shm_is_sigbus_with_stdlib_and_memory_error_with_the_helper():
-    stdlib = shm_pitfalls.overfill_small_dev_shm("stdlib")
+    stdlib = shared_memory.overfill_small_dev_shm("stdlib")
     assert stdlib.returncode == -7 and stdlib.signal_name == "SIGBUS"
     assert "created a segment of" in stdlib.stdout and "wrote every page" not in stdlib.stdout
-    helper = shm_pitfalls.overfill_small_dev_shm("helpers")
+    helper = shared_memory.overfill_small_dev_shm("helpers")
     assert helper.returncode == 0, helper.stderr
     assert helper.stdout.startswith("MemoryError: a shared array of 16 MiB does not fit in /dev/shm")
 
@@ -78,7 +79,8 @@ def test_workers_hold_idle_then_attached_and_the_tree_holds_the_array_once():
     n_workers, n_bytes = 2, 16 * MiB
     with SharedNDArray.copy_of(np.random.default_rng(1).random(n_bytes // 8)) as shared:
         with track_memory() as report:
-            shm_pitfalls.attach_and_hold_in_workers(SPAWN, shared.handle, n_workers, report, hold_seconds=1.0)
+            shared_memory.attach_and_hold_in_workers(SPAWN, shared.handle, n_workers, report,
+                                                     hold_seconds=1.0)
         grew = increase(report, "workers idle", "workers attached")
         assert grew["tree RSS sum"] >= 0.75 * n_workers * n_bytes
         assert grew["tree PSS sum"] <= 0.6 * n_bytes + 8 * MiB
@@ -91,9 +93,9 @@ def test_record_workers_sum_a_field_and_see_the_same_bytes():
     records["ticker"] = "ABC"
     records["when"] = np.datetime64("2026-01-01T00:00:00") + np.arange(100)
     with SharedNDArray.copy_of(records) as shared, SPAWN.Pool(2) as pool:
-        halves = pool.starmap(workers.nansum_field_slice, [(shared.handle, "price", 0, 50),
+        halves = pool.starmap(shared_memory.nansum_field_slice, [(shared.handle, "price", 0, 50),
                                                           (shared.handle, "price", 50, 100)])
-        digest = pool.apply(workers.field_digest, (shared.handle, "ticker"))
+        digest = pool.apply(shared_memory.field_digest, (shared.handle, "ticker"))
     assert sum(halves) == pytest.approx(np.nansum(records["price"]))
 
     assert digest == hashlib.sha256(np.ascontiguousarray(records["ticker"]).tobytes()).hexdigest()

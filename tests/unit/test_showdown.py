@@ -6,10 +6,10 @@ import matplotlib
 import numpy as np
 import pytest
 
-from helpers import showdown, showdown_reference, strategies
-from helpers.strategies import StrategyResult
-from helpers.timing import Timing
-from helpers.units import MiB
+from helpers.bench import showdown, showdown_reference, strategies
+from helpers.bench.strategies import StrategyResult
+from helpers.measure.timing import Timing
+from helpers.measure.units import MiB
 
 matplotlib.use("Agg")
 SIZE = 4 * MiB

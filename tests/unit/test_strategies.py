@@ -1,4 +1,4 @@
-"""helpers.strategies: every strategy runs for real (real pools, segments, files, a real Ray) at a small
+"""helpers.bench.strategies: every strategy runs for real (real pools, segments, files, a real Ray) at a small
 size and gives sane results; an unavailable one is skipped with its reason; nothing is left behind.
 
 The autouse fixture (conftest) checks /dev/shm and the temp folder after each test.
@@ -17,8 +17,8 @@ import numpy as np
 import psutil
 import pytest
 
-from helpers import strategies
-from helpers.units import MiB
+from helpers.bench import strategies
+from helpers.measure.units import MiB
 
 ARRAY_BYTES = 8 * MiB
 N_WORKERS = 2
@@ -54,7 +54,7 @@ def test_every_strategy_runs_and_gives_sane_results(runs, name):
     reason = strategies.STRATEGIES[name].unavailable(ARRAY_BYTES, N_WORKERS)
     if result.skipped is not None:  # only for a reason this machine gives (e.g. no torch)
         assert reason and result.skipped == reason and result.fan_out is None
-        return
+        pytest.skip(f"{name} cannot run here: {reason}")
     assert (result.array_bytes, result.n_workers) == (ARRAY_BYTES, N_WORKERS)
     assert result.setup_s >= 0 and result.teardown_s > 0
     assert result.fan_out.median > 0 and len(result.fan_out.runs) == 1
@@ -108,7 +108,7 @@ def test_a_size_larger_than_free_dev_shm_is_skipped_with_its_reason():
     code = textwrap.dedent("""
         import os
         import numpy as np
-        from helpers import strategies
+        from helpers.bench import strategies
         if __name__ == "__main__":
             array = np.random.default_rng(0).random(2 << 20)  # 16 MiB
             for name in ("shared_memory", "memmap_tmpfs", "executor", "reducer_shared_memory"):

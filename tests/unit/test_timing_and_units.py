@@ -1,11 +1,11 @@
-"""helpers.timing and helpers.units: warm-ups excluded, medians and spreads, human formats."""
+"""helpers.measure.timing and helpers.measure.units: warm-ups excluded, medians and spreads, human formats."""
 
 import time
 
 import pytest
 
-from helpers.timing import Timing, stopwatch, time_it
-from helpers.units import GiB, KiB, MiB, format_bytes, format_rate, format_seconds
+from helpers.measure.timing import Timing, stopwatch, time_it
+from helpers.measure.units import GiB, KiB, MiB, format_bytes, format_rate, format_seconds
 
 
 def test_time_it_runs_warmups_untimed_then_the_repeats():

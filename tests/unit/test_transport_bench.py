@@ -1,4 +1,4 @@
-"""helpers.transport_bench and helpers.bench_targets: floors, rows, quiet workers, target checks.
+"""helpers.bench.transport_suite and helpers.bench.targets: floors, rows, quiet workers, target checks.
 
 No timed assertions here (tests/bench/ asserts the targets); real segments and real processes.
 """
@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import bench_targets
-from helpers import transport_bench as transport
-from helpers.timing import Timing
-from helpers.units import MiB
+from helpers.bench import targets
+from helpers.bench import transport_suite as transport
+from helpers.measure import copy_floors
+from helpers.measure.timing import Timing
+from helpers.measure.units import MiB
 
 
 def test_floor_b_copies_into_a_new_segment_and_leaves_nothing():
-    source = transport.random_array(4 * MiB)
-    copy_s, create_and_copy_s = transport.copy_into_fresh_segment(source)
-    assert 0 < copy_s <= create_and_copy_s
+    source = copy_floors.random_array(4 * MiB)
     floors = transport.measure_floors(source, repeat=2)
     assert set(floors) == {"warm", "fresh_shm", "fresh_shm_create"}
     assert all(len(timing.runs) == 2 for timing in floors.values())
@@ -26,7 +25,7 @@ def test_floor_b_copies_into_a_new_segment_and_leaves_nothing():
 
 
 def test_random_array_is_random_float64_of_the_size():
-    array = transport.random_array(MiB)
+    array = copy_floors.random_array(MiB)
     assert array.dtype == "float64" and array.nbytes == MiB and len(set(array[:100].tolist())) == 100
 
 
@@ -49,7 +48,7 @@ def test_targets_compare_medians_with_the_floor_of_the_same_size():
             _row("ours_warm", big, 0.019), _row("ours_first", big, 0.100),
             _row("stdlib_echo", big, 1.0),
             _row("ours_shared", MiB, 0.0005), _row("ours_shared", big, 0.0019)]
-    checks = {(c["target"], c["size_bytes"]): c for c in bench_targets.check_targets(rows)}
+    checks = {(c["target"], c["size_bytes"]): c for c in targets.check_targets(rows)}
     assert checks[("ours_warm <= 2x floor_warm", big)]["holds"]
     assert checks[("ours_warm <= 2x floor_warm", big)]["value"] == pytest.approx(1.9)
     assert not checks[("ours_first <= 1.2x floor_fresh_shm", big)]["holds"]  # 1.25x
@@ -64,6 +63,6 @@ def test_targets_compare_medians_with_the_floor_of_the_same_size():
 def test_warm_floor_target_starts_at_100_mib():
     rows = [_row("floor_warm", MiB, 0.0001), _row("floor_fresh_shm", MiB, 0.001),
             _row("ours_warm", MiB, 0.001)]
-    targets = [c["target"] for c in bench_targets.check_targets(rows)]
-    assert "ours_warm <= 2x floor_warm" not in targets  # fixed costs dominate at 1 MiB
-    assert "ours_warm <= 1.2x floor_fresh_shm" in targets
+    met = [c["target"] for c in targets.check_targets(rows)]
+    assert "ours_warm <= 2x floor_warm" not in met  # fixed costs dominate at 1 MiB
+    assert "ours_warm <= 1.2x floor_fresh_shm" in met

@@ -2,8 +2,9 @@
 
 import multiprocessing as mp
 
-from helpers import config, leftovers, strategies, widgets
-from helpers.units import MiB
+from helpers.bench import strategies, widgets
+from helpers.measure import config, leftovers
+from helpers.measure.units import MiB
 
 
 def test_sizes_offered_fit_this_machine_and_include_the_configured_size():

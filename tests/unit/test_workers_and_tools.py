@@ -1,4 +1,4 @@
-"""helpers.workers run in real child processes; helpers.leftovers and helpers.notebooks."""
+"""helpers.lessons.workers in real child processes; helpers.measure.leftovers; tools.execute_notebooks."""
 
 import multiprocessing as mp
 from multiprocessing import shared_memory
@@ -6,9 +6,10 @@ from multiprocessing import shared_memory
 import nbformat
 import numpy as np
 
-from helpers import leftovers, workers
-from helpers.notebooks import WIDGET_VIEW, strip_volatile
-from helpers.units import MiB
+from helpers.lessons import workers
+from helpers.measure import leftovers
+from helpers.measure.units import MiB
+from tools.execute_notebooks import WIDGET_VIEW, strip_volatile
 
 
 def test_workers_run_in_a_spawned_pool():

@@ -1,0 +1,265 @@
+"""``python -m helpers.bench``: rerun the course's measurements on your hardware.
+
+Suites (``--suite``): ``strategies`` (the default) — every sharing strategy of the course
+(``helpers.bench.strategies``): a fan-out where every worker sums the whole array, a round trip, and the
+memory each adds, beside the floors (``helpers.bench.strategies_suite``); ``transport`` — one round trip
+of an array through the shared-memory executor and the pickler reductions, against this machine's
+floors measured in the same run (``helpers.bench.transport_suite``); ``all`` — both, one after the other.
+Writes ``results/<host>-<date>-<suite>.json`` (schema in ``results/README.md``) and a PNG figure
+beside it; ``--compare FILE`` prints this run beside a reference. Bad input gets one line on stderr
+and exit code 2; Ctrl-C shuts every pool, manager and Ray instance down, removes every segment and
+temp file, and exits with 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tqdm import tqdm
+
+from helpers.bench import report, strategies_suite, targets
+from helpers.bench import transport_suite as transport
+from helpers.measure import config, copy_floors, leftovers, system
+from helpers.measure.machine import machine_report
+from helpers.measure.memory import track_memory
+from helpers.measure.units import MiB, format_bytes
+
+SUITES = ("strategies", "transport", "all")  # "all": strategies, then transport, each to its own file
+DEFAULT_SIZES = "1,10,100,1000"  # the transport suite's; strategies_suite.DEFAULT_SIZES the
+                                 # strategies suite's
+DEFAULT_REPEAT = 5  # the transport suite's; strategies_suite.DEFAULT_REPEAT the strategies suite's
+# Copies of the array alive at once, at worst: RAM (the stdlib round trip: the array, its pickle,
+# the worker's copy and pickle, the bytes received and the result) and /dev/shm (a pooled segment
+# and a result segment, with one to spare for the reductions' pool).
+RAM_COPIES = 6
+SHM_COPIES = 3
+DESCRIPTION = """\
+Rerun the course's measurements on this machine. The strategies suite (the default) runs every way
+of the course to share an array with workers (pickle, send once, Manager, fork, sharedctypes,
+memmap, SharedNDArray, the shared-memory executor, the pickler reductions, Ray): every worker sums
+the whole array (fan-out), one worker returns a same-size array (round trip), and the tree's PSS
+while every worker holds it; it writes results/<host>-<date>-strategies.json and a PNG. The
+transport suite times one round trip of an array of random float64 through the shared-memory
+executor (against the stdlib ProcessPoolExecutor) and through the pickler reductions. Both
+compare with two floors measured in the same run: (a) one copy into warm memory, (b) one copy
+into a new shared-memory segment. Results: results/<host>-<date>-<suite>.json (schema:
+results/README.md) and a PNG figure beside it; the table (and the transport targets) printed.
+Ctrl-C stops it cleanly (exit code 130)."""
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+
+
+class BadInput(Exception):
+    """Input the benchmark cannot run: the message is the one line the user sees."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog="python -m helpers.bench", description=DESCRIPTION,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", choices=SUITES, default="strategies",
+                        help="which measurements to run; all: strategies then transport, each written to "
+                             "its default file (default: %(default)s)")
+    parser.add_argument("--sizes", metavar="MiB,MiB,...",
+                        help="array sizes in MiB (2**20 bytes, as LAB_ARRAY_MB), comma-separated; each must "
+                             "fit what the strategies chosen need in RAM, /dev/shm and disk (transport: "
+                             f"{RAM_COPIES} copies in RAM, {SHM_COPIES} in /dev/shm); the error says what "
+                             f"fits (default: strategies {strategies_suite.DEFAULT_SIZES}, transport "
+                             f"{DEFAULT_SIZES})")
+    parser.add_argument("--strategies", metavar="NAME,NAME,...",
+                        help="strategies suite: which strategies to run, comma-separated, in the order given "
+                             f"(default: all of them: {','.join(strategies_suite.parse_names(None))})")
+    parser.add_argument("--repeat", type=int, metavar="N",
+                        help="timed runs per measurement, after a warm-up; medians are reported (default: "
+                             f"strategies {strategies_suite.DEFAULT_REPEAT}, transport {DEFAULT_REPEAT}; "
+                             "transport: from 256 MiB on, the ways that pickle or copy into fresh memory run "
+                             "at most 2 times)")
+    parser.add_argument("--workers", type=int, default=config.n_workers(), metavar="N",
+                        help="worker processes per pool, executor or Ray (default: LAB_WORKERS or the usable "
+                             "CPUs, at least 2: %(default)s)")
+    parser.add_argument("--start-method", default=transport.DEFAULT_START_METHOD,
+                        choices=multiprocessing.get_all_start_methods(),
+                        help="transport suite: how worker processes start (default: %(default)s; the "
+                             "strategies suite uses each strategy's own); workers are started and warmed "
+                             "before timing either way")
+    parser.add_argument("--out", type=Path, metavar="FILE.json",
+                        help="where to write the results; the PNG figure goes beside it with .png "
+                             "(default: results/<host>-<date>-<suite>.json under the current folder; "
+                             "not with --suite all)")
+    parser.add_argument("--compare", type=Path, metavar="FILE.json",
+                        help="a result file of an earlier run of the same suite (e.g. the reference in "
+                             "results/): print this run's ratios beside it and draw it in the figure "
+                             "(not with --suite all)")
+    return parser
+
+
+def parse_sizes(text: str) -> list[int]:
+    """Sizes in bytes from a comma list of MiB ('1,10,100'); BadInput when one is not a positive number."""
+    sizes = []
+    for part in text.split(","):
+        try:
+            mib = float(part)
+        except ValueError:
+            raise BadInput(f"--sizes takes MiB numbers separated by commas, got {part.strip()!r}") from None
+        if not mib > 0:
+            raise BadInput(f"--sizes must be positive, got {part.strip()}")
+        sizes.append(max(8, int(mib * MiB) // 8 * 8))
+    return sizes
+
+
+def largest_size_that_fits() -> int:
+    """Bytes of the largest array the benchmark can run now (RAM available and /dev/shm free)."""
+    fits = system.available_memory() // RAM_COPIES
+    shm_free = system.shm_free()
+    if shm_free is not None:
+        fits = min(fits, shm_free // SHM_COPIES)
+    return fits
+
+
+def check_sizes_fit(sizes: list[int]) -> None:
+    """BadInput naming what fits when a size needs more RAM or /dev/shm than this machine has now."""
+    fits = largest_size_that_fits()
+    too_big = [n for n in sizes if n > fits]
+    if too_big:
+        raise BadInput(
+            f"size {too_big[0] / MiB:g} MiB does not fit: the benchmark holds up to {RAM_COPIES} copies in "
+            f"RAM ({format_bytes(system.available_memory())} available) and {SHM_COPIES} in /dev/shm "
+            f"({format_bytes(system.shm_free() or 0)} free); sizes up to {fits // MiB} MiB fit")
+
+
+def _measured(measure: Callable[[], dict]) -> dict:
+    """Run one measurement under the process-tree memory sampler; add its peaks (bytes) to the row."""
+    with track_memory(interval=0.02, trace_python=False) as memory:
+        row = measure()
+    row.update(peak_tree_pss_bytes=memory.peak_pss, peak_shm_bytes=memory.peak_shm)
+    return row
+
+
+def _transport_measurements(source, floors, args: argparse.Namespace) -> list[tuple[str, Callable[[], dict]]]:
+    common = {"repeat": args.repeat, "start_method": args.start_method}
+    return (transport.executor_measurements(source, floors, n_workers=args.workers, **common)
+            + transport.reducer_measurements(source, floors, **common))
+
+
+def steps_of_transport(sizes: list[int], args: argparse.Namespace) -> int:
+    """Progress-bar steps of the transport suite: per size, the floors and each measurement (the
+    measurement lists are only built here: nothing runs)."""
+    return len(sizes) * (1 + len(_transport_measurements(None, {}, args)))
+
+
+def run_transport(sizes: list[int], args: argparse.Namespace, bar) -> list[dict]:
+    """Every row of the transport suite, size after size (floors first at each size)."""
+    rows: list[dict] = []
+    for n_bytes in sizes:
+        label = format_bytes(n_bytes)
+        bar.set_description(f"{label}: floors")
+        source = copy_floors.random_array(n_bytes)
+        floors = transport.measure_floors(source, repeat=max(args.repeat, 5))
+        rows += transport.floor_rows(source.nbytes, floors)
+        bar.update()
+        for name, measure in _transport_measurements(source, floors, args):
+            bar.set_description(f"{label}: {name}")
+            rows.append(_measured(measure))
+            bar.update()
+        del source
+    transport.add_speedups(rows)
+    return rows
+
+
+def _clean_after_interrupt() -> None:
+    """After Ctrl-C every pool is shut down by its ``with`` block; drop anything of ours an interrupt
+    caught half-made (a segment whose name carries this process's pid)."""
+    gc.collect()
+    for path in leftovers.ours():
+        if path.name.startswith(f"{leftovers.SEGMENT_PREFIX}{os.getpid()}_"):
+            path.unlink(missing_ok=True)
+
+
+def _check_input(args: argparse.Namespace, suite: str) -> tuple[list[int], list[str], dict | None]:
+    """(sizes in bytes, strategy names, reference document) for one suite; BadInput or ValueError."""
+    default_sizes = strategies_suite.DEFAULT_SIZES if suite == "strategies" else DEFAULT_SIZES
+    sizes = parse_sizes(args.sizes or default_sizes)
+    names = strategies_suite.parse_names(args.strategies)
+    if (args.repeat is not None and args.repeat < 1) or args.workers < 1:
+        raise BadInput("--repeat and --workers must be at least 1")
+    if suite == "strategies":
+        strategies_suite.check_sizes_fit(sizes, names, args.workers)
+    else:
+        check_sizes_fit(sizes)
+    reference = report.load_reference(args.compare) if args.compare else None
+    if reference is not None and reference.get("suite") != suite:
+        raise BadInput(f"reference {args.compare} is of the {reference.get('suite')} suite, not {suite}")
+    return sizes, names, reference
+
+
+def _run_suite(suite: str, sizes: list[int], names: list[str], args: argparse.Namespace) -> tuple[dict, list]:
+    """(machine report, rows) of one suite, under a tqdm bar over its steps."""
+    is_strategies = suite == "strategies"
+    steps = len(sizes) * len(names) if is_strategies else steps_of_transport(sizes, args)
+    with tqdm(total=steps, unit="step", file=sys.stderr) as bar:
+        machine = machine_report()
+        if is_strategies:
+            repeat = args.repeat or strategies_suite.DEFAULT_REPEAT
+            return machine, strategies_suite.run(sizes, names, args.workers, repeat, bar)
+        transport_args = argparse.Namespace(**{**vars(args), "repeat": args.repeat or DEFAULT_REPEAT})
+        return machine, run_transport(sizes, transport_args, bar)
+
+
+def _report(suite: str, doc: dict, out: Path, reference: dict | None) -> None:
+    """Write the document and its figure; print the table (and targets, comparison)."""
+    suite_report = strategies_suite if suite == "strategies" else report
+    report.write_document(out, doc)
+    figure = suite_report.plot_document(doc, out.with_suffix(".png"), reference)
+    print(suite_report.format_table(doc["rows"]))
+    if doc["targets"]:
+        print()
+        print(report.format_targets(doc["targets"]))
+    if reference is not None:
+        print()
+        print(suite_report.format_comparison(doc["rows"], reference))
+    print(f"\nwall time {doc['wall_seconds']:.1f} s; wrote {out} and {figure}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    suites = ["strategies", "transport"] if args.suite == "all" else [args.suite]
+    try:
+        if len(suites) > 1 and (args.out or args.compare):
+            raise BadInput("--out and --compare name one suite's file: use them with --suite strategies or "
+                           "--suite transport")
+        checked = {suite: _check_input(args, suite) for suite in suites}
+    except (BadInput, ValueError) as error:
+        parser.error(str(error))
+    for suite in suites:
+        sizes, names, reference = checked[suite]
+        out = args.out or report.default_out_path(suite)
+        started = time.perf_counter()
+        try:
+            machine, rows = _run_suite(suite, sizes, names, args)
+        except KeyboardInterrupt:
+            _clean_after_interrupt()
+            print("interrupted: every pool, manager and Ray instance shut down and every segment and temp "
+                  "file removed; no results written", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        met = [] if suite == "strategies" else targets.check_targets(rows)
+        repeat = args.repeat or (strategies_suite.DEFAULT_REPEAT if suite == "strategies" else DEFAULT_REPEAT)
+        options = {"suite": suite, "sizes_bytes": sizes, "repeat": repeat, "workers": args.workers,
+                   "start_method": "per strategy" if suite == "strategies" else args.start_method,
+                   "argv": sys.argv[1:] if argv is None else list(argv)}
+        if suite == "strategies":
+            options["strategies"] = names
+        doc = report.document(suite, options, machine, rows, met, time.perf_counter() - started)
+        _report(suite, doc, out, reference)
+    return 0

@@ -1,0 +1,197 @@
+"""The decision guide of lesson 10: what each strategy allows, as the lessons showed it.
+
+One row per strategy (the names of ``helpers.bench.strategies.NAMES``), one column per question a
+reader asks before choosing (``QUESTIONS``). Every cell is a short answer and the lessons that
+showed it (``Cell.lessons``: "01" ... "09"); a cell the course did not demonstrate says where the
+fact comes from instead (``Cell.source``, e.g. the Python documentation). Plain data: render it
+with ``as_markdown()`` or ``as_text()``; nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+QUESTIONS = {
+    "writable": "writable?",
+    "start_methods": "start methods",
+    "os": "OS",
+    "crash_cleanup": "cleanup on crash",
+    "multi_node": "multi-node",
+    "object_dtype": "object dtype",
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One answer: ``text``, and the lessons that showed it (or ``source`` when none did)."""
+
+    text: str
+    lessons: tuple[str, ...] = ()
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.lessons and not self.source:
+            raise ValueError(f"cell {self.text!r} names neither a lesson nor a source")
+
+    def render(self) -> str:
+        """The answer followed by where it comes from: 'yes (06)', 'any (docs: Python)'."""
+        where = ", ".join(self.lessons) if self.lessons else f"not shown; {self.source}"
+        return f"{self.text} ({where})"
+
+
+def _c(text: str, *lessons: str, source: str = "") -> Cell:
+    return Cell(text, tuple(lessons), source)
+
+
+NO_NODE = "no: one machine"
+PY_DOCS = "Python docs"
+RAY_DOCS = "Ray docs"
+
+GUIDE: dict[str, dict[str, Cell]] = {
+    "pickle": {
+        "writable": _c("private copy per task: writes are lost", "04"),
+        "start_methods": _c("any: pickled whatever the method", "01"),
+        "os": _c("any", "01"),
+        "crash_cleanup": _c("nothing shared to leak", "01"),
+        "multi_node": _c(NO_NODE, source="a local pipe"),
+        "object_dtype": _c("yes, pickled item by item (slow)",
+                           source="NumPy: an object array pickles one Python object per item"),
+    },
+    "send_once": {
+        "writable": _c("private copy per worker: a change stays there", "02"),
+        "start_methods": _c("any: crosses once per worker at start-up", "02"),
+        "os": _c("any", "02"),
+        "crash_cleanup": _c("nothing shared to leak", "02"),
+        "multi_node": _c(NO_NODE, source="a local pipe"),
+        "object_dtype": _c("yes, any picklable object (not a __main__ class)", "02"),
+    },
+    "manager": {
+        "writable": _c("yes, through the proxy; write items back", "02"),
+        "start_methods": _c("any", "02"),
+        "os": _c("any", "02"),
+        "crash_cleanup": _c("data dies with the manager process", "02"),
+        "multi_node": _c("possible: a manager can listen on TCP", source=PY_DOCS),
+        "object_dtype": _c("yes, one round trip per read", "02"),
+    },
+    "fork_cow": {
+        "writable": _c("writes copy pages privately; parent never sees them", "03"),
+        "start_methods": _c("fork only (unsafe with threads)", "03"),
+        "os": _c("Linux, macOS; not Windows", "03"),
+        "crash_cleanup": _c("nothing shared to leak", "03"),
+        "multi_node": _c(NO_NODE, "03"),
+        "object_dtype": _c("readable, but refcounts un-share every page read", "03"),
+    },
+    "sharedctypes": {
+        "writable": _c("yes, seen by all; += needs the lock", "04"),
+        "start_methods": _c("any, but only via Process args / initargs", "04"),
+        "os": _c("any", "04"),
+        "crash_cleanup": _c("nameless file: freed with the last mapping", "04"),
+        "multi_node": _c(NO_NODE, "04"),
+        "object_dtype": _c("no: C number types only", "04"),
+    },
+    "memmap_disk": {
+        "writable": _c("'r+' seen by all at once; 'c' private; 'r' refuses", "05"),
+        "start_methods": _c("any: workers map by path", "05"),
+        "os": _c("any", source="NumPy docs"),
+        "crash_cleanup": _c("the file stays until deleted", "05"),
+        "multi_node": _c("no (a network filesystem is not coherent for mappings)", source="mmap(2)"),
+        "object_dtype": _c("no: raw bytes in a file", source="NumPy docs"),
+    },
+    "memmap_tmpfs": {
+        "writable": _c("'r+' seen by all at once; 'c' private; 'r' refuses", "05"),
+        "start_methods": _c("any: workers map by path", "05"),
+        "os": _c("Linux (/dev/shm)", "05"),
+        "crash_cleanup": _c("holds RAM until deleted and unmapped", "05"),
+        "multi_node": _c(NO_NODE, "05"),
+        "object_dtype": _c("no: raw bytes in a file", source="NumPy docs"),
+    },
+    "shared_memory": {
+        "writable": _c("yes, seen by every process", "06", "07"),
+        "start_methods": _c("any: attach by name", "06"),
+        "os": _c("Linux, macOS, Windows", source=PY_DOCS),
+        "crash_cleanup": _c("named: stays unless the resource tracker unlinks it", "06", "07"),
+        "multi_node": _c(NO_NODE, "06"),
+        "object_dtype": _c("no: a child crashed (SIGSEGV); helpers refuse it", "06"),
+    },
+    "executor": {
+        "writable": _c("private args copied per task; SharedNDArray args shared", "07"),
+        "start_methods": _c("any", "07"),
+        "os": _c("POSIX shared memory (Linux, macOS)", source="helpers.shared.shm"),
+        "crash_cleanup": _c("yes: workers exit, the tracker unlinks segments", "07"),
+        "multi_node": _c(NO_NODE, "07"),
+        "object_dtype": _c("pickled as usual, not shared", source="helpers.shared.transit"),
+    },
+    "reducer_torch": {
+        "writable": _c("yes: the receiver views the shared storage", "08"),
+        "start_methods": _c("any; workers enable it in an initializer", "08"),
+        "os": _c("where PyTorch runs", source="PyTorch docs"),
+        "crash_cleanup": _c("fd strategy: nameless; file_system: torch_* files may stay", "08"),
+        "multi_node": _c(NO_NODE, "08"),
+        "object_dtype": _c("no: refused with TypeError", "08"),
+    },
+    "reducer_shared_memory": {
+        "writable": _c("yes: the receiver views the segment", "08"),
+        "start_methods": _c("any; workers enable it in an initializer", "08"),
+        "os": _c("POSIX shared memory (Linux, macOS)", source="helpers.shared.shm"),
+        "crash_cleanup": _c("segments live until the sender stops sharing or exits", "08"),
+        "multi_node": _c(NO_NODE, "08"),
+        "object_dtype": _c("no: refused with TypeError", "08"),
+    },
+    "ray_by_value": {
+        "writable": _c("no: workers get read-only views", "09"),
+        "start_methods": _c("Ray's own worker processes", "09"),
+        "os": _c("Linux, macOS; Windows in beta", source=RAY_DOCS),
+        "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "09"),
+        "multi_node": _c("yes: objects move between nodes", "09"),
+        "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS),
+    },
+    "ray_object_store": {
+        "writable": _c("no: ray.get gives read-only views", "09"),
+        "start_methods": _c("Ray's own worker processes", "09"),
+        "os": _c("Linux, macOS; Windows in beta", source=RAY_DOCS),
+        "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "09"),
+        "multi_node": _c("yes: objects move between nodes", "09"),
+        "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS),
+    },
+}
+
+
+def names() -> tuple[str, ...]:
+    """The strategies the guide covers, in lesson order."""
+    return tuple(GUIDE)
+
+
+def lessons_cited() -> set[str]:
+    """Every lesson some cell cites."""
+    return {lesson for row in GUIDE.values() for cell in row.values() for lesson in cell.lessons}
+
+
+def rows(titles: dict[str, str] | None = None) -> list[dict[str, str]]:
+    """One dict per strategy: 'strategy' (its title if ``titles`` names it) and one rendered cell
+    per question, keyed by the question's heading."""
+    titles = titles or {}
+    return [{"strategy": titles.get(name, name),
+             **{heading: GUIDE[name][key].render() for key, heading in QUESTIONS.items()}}
+            for name in GUIDE]
+
+
+def as_markdown(titles: dict[str, str] | None = None) -> str:
+    """The guide as a Markdown table (for ``IPython.display.Markdown``)."""
+    table = rows(titles)
+    headings = list(table[0])
+    lines = ["| " + " | ".join(headings) + " |", "|" + "---|" * len(headings)]
+    lines += ["| " + " | ".join(row[h].replace("|", "\\|") for h in headings) + " |" for row in table]
+    return "\n".join(lines)
+
+
+def as_text(titles: dict[str, str] | None = None, question: str | None = None) -> str:
+    """The guide as aligned plain text: every question, or only ``question`` (a key of QUESTIONS)."""
+    keys = [question] if question else list(QUESTIONS)
+    table = [{"strategy": row["strategy"], **{QUESTIONS[k]: row[QUESTIONS[k]] for k in keys}}
+             for row in rows(titles)]
+    headings = list(table[0])
+    widths = {h: max(len(h), *(len(row[h]) for row in table)) for h in headings}
+    lines = ["  ".join(h.ljust(widths[h]) for h in headings),
+             "  ".join("-" * widths[h] for h in headings)]
+    lines += ["  ".join(row[h].ljust(widths[h]) for h in headings).rstrip() for row in table]
+    return "\n".join(lines)

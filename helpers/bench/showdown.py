@@ -1,0 +1,223 @@
+"""Lesson 10's views of a showdown run: the table, the time and memory plots, and the blog's claims.
+
+Everything here reads ``helpers.bench.strategies.StrategyResult`` objects (times in seconds, memory in
+bytes) and the two floors measured in the same run (``strategies.floor_seconds``: (a) a copy into
+warm memory, (b) a copy into a new shared-memory segment). Times are compared as ratios to floor
+(a), never as absolute numbers; memory as multiples of the array. Nothing here runs a strategy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from helpers.measure.timing import Timing
+from helpers.measure.units import format_bytes, format_seconds
+
+# The well-known blog benchmark (Luis Sena, "Sharing big NumPy arrays across python processes",
+# 2021): pickling was by far the slowest; fork copy-on-write, a sharedctypes array, SharedMemory
+# and Ray's object store came out close together; a memmap on disk was slower than one on tmpfs.
+BLOG_ZERO_COPY = ("fork_cow", "sharedctypes", "shared_memory", "ray_object_store")
+BLOG_OTHERS = (*BLOG_ZERO_COPY, "memmap_disk", "memmap_tmpfs")
+MUCH_SLOWER = 2.0  # "pickle >> others": at least this many times the slowest of the others
+CLOSE_TOGETHER = 2.0  # "close together": the slowest of the group within this factor of the fastest
+SAME_WITHIN = 1.1  # two medians closer than this factor are "about the same"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the blog checked on this run: ``holds`` is True, False, or None (cannot tell)."""
+
+    claim: str
+    holds: bool | None
+    detail: str
+
+    @property
+    def verdict(self) -> str:
+        return {True: "holds", False: "does NOT hold here", None: "cannot tell"}[self.holds]
+
+
+def run_showdown(names: Sequence[str], array, n_workers: int, repeat: int = 3,
+                 progress: Callable[[str, int, int], None] | None = None) -> list:
+    """``strategies.run_all`` as the lesson and the panel run it: the Ray strategies share one Ray
+    instance (a start-up of several seconds saved; only the first reports memory, the other says
+    why), and a strategy that fails here becomes a skipped result whose reason says so."""
+    from helpers.bench import strategies
+
+    return strategies.run_all(names, array, n_workers, repeat=repeat, progress=progress,
+                              share_ray_session=True)
+
+
+def ran(results: Sequence) -> dict:
+    """The results that ran (not skipped), by strategy name."""
+    return {r.name: r for r in results if r.skipped is None}
+
+
+def skipped(results: Sequence) -> list[tuple[str, str]]:
+    """(title, reason) of every strategy that did not run."""
+    return [(r.title, r.skipped) for r in results if r.skipped is not None]
+
+
+def _ratio(seconds: float | None, floor: float) -> str:
+    return "-" if seconds is None else f"{seconds / floor:.3g}×"
+
+
+def _time(timing: Timing | None) -> str:
+    return "-" if timing is None else format_seconds(timing.median)
+
+
+def _arrays(n_bytes: float | None, array_bytes: int) -> str:
+    return "-" if n_bytes is None else f"{n_bytes / array_bytes:+.2f}"
+
+
+def format_table(results: Sequence, floors: tuple[Timing, Timing]) -> str:
+    """Every strategy that ran, one row each: fan-out and round trip (median seconds and × floor
+    (a)), setup, and what the tree's PSS and /dev/shm added while every worker held the array
+    (in arrays). The floors head the table."""
+    warm, fresh = floors
+    header = (f"{'strategy':<44} {'fan-out':>9} {'×(a)':>8} {'round trip':>10} {'×(a)':>8} {'setup':>9} "
+              f"{'PSS +':>7} {'shm +':>7}")
+    lines = [header, "-" * len(header),
+             f"{'floor (a): copy into warm memory':<44} {format_seconds(warm.median):>9} {'1×':>8}",
+             f"{'floor (b): copy into a new shm segment':<44} {format_seconds(fresh.median):>9} "
+             f"{_ratio(fresh.median, warm.median):>8}"]
+    for r in ran(results).values():
+        round_trip = r.round_trip.median if r.round_trip is not None else None
+        setup = "-" if r.setup_s is None else format_seconds(r.setup_s)
+        lines.append(
+            f"{r.title[:44]:<44} {_time(r.fan_out):>9} {_ratio(r.fan_out.median, warm.median):>8} "
+            f"{_time(r.round_trip):>10} {_ratio(round_trip, warm.median):>8} {setup:>9} "
+            f"{_arrays(r.pss_added_bytes, r.array_bytes):>7} {_arrays(r.shm_added_bytes, r.array_bytes):>7}")
+    lines.append("(PSS + and shm +: added while every worker held the array, in arrays; "
+                 "×(a): over floor (a))")
+    return "\n".join(lines)
+
+
+def plot_times(results: Sequence, floors: tuple[Timing, Timing], ax=None, log: bool = True):
+    """One row per strategy that ran: its fan-out and round trip (median seconds), with floors (a)
+    and (b) as vertical lines; log scale by default (the rows span orders of magnitude)."""
+    ax = _axes(ax, len(ran(results)))
+    done = list(ran(results).values())
+    rows = range(len(done))
+    height = 0.4
+    ax.barh([y - height / 2 for y in rows], [r.fan_out.median for r in done], height,
+            label="fan-out: every worker sums the whole array", color="tab:blue")
+    trips = [r.round_trip.median if r.round_trip is not None else math.nan for r in done]
+    ax.barh([y + height / 2 for y in rows], trips, height, label="round trip of a same-size array",
+            color="tab:orange")
+    ax.set_yticks(list(rows), [r.title for r in done], fontsize=8)
+    ax.invert_yaxis()
+    warm, fresh = floors
+    ax.axvline(warm.median, color="black", linestyle="-", label="floor (a): copy into warm memory")
+    ax.axvline(fresh.median, color="black", linestyle="--", label="floor (b): copy into a new segment")
+    if log:
+        ax.set_xscale("log")
+    n_bytes = done[0].array_bytes if done else 0
+    ax.set_xlabel("median seconds" + (" (log scale)" if log else ""))
+    ax.set_title(f"Time: {format_bytes(n_bytes)} of float64, {done[0].n_workers if done else 0} workers")
+    ax.legend(fontsize=7, loc="lower right")
+    return ax
+
+
+def plot_memory(results: Sequence, ax=None):
+    """One row per strategy that ran: what the tree's PSS and /dev/shm added while every worker
+    held the array (in arrays; Ray's object store beside them), with lines at 1 and N arrays."""
+    ax = _axes(ax, len(ran(results)))
+    done = list(ran(results).values())
+    rows = range(len(done))
+    height = 0.27
+
+    def arrays(attribute: str) -> list[float]:
+        values = [getattr(r, attribute) for r in done]
+        return [math.nan if v is None else v / r.array_bytes for v, r in zip(values, done, strict=True)]
+
+    for offset, attribute, label, color in (
+            (-height, "pss_added_bytes", "tree PSS added", "tab:blue"),
+            (0.0, "shm_added_bytes", "/dev/shm added", "tab:gray"),
+            (height, "object_store_bytes", "Ray object store", "tab:purple")):
+        values = arrays(attribute)
+        if not all(math.isnan(v) for v in values):
+            ax.barh([y + offset for y in rows], values, height, label=label, color=color)
+    for row, result in zip(rows, done, strict=True):
+        if result.pss_added_bytes is None:  # e.g. the second Ray strategy on a shared Ray instance
+            ax.text(0.05, row, "memory not measured (see its notes)", va="center", fontsize=8,
+                    color="dimgray")
+    ax.set_yticks(list(rows), [r.title for r in done], fontsize=8)
+    ax.invert_yaxis()
+    if done:
+        ax.axvline(1, color="black", linestyle="--", label="one array")
+        ax.axvline(done[0].n_workers, color="tab:red", linestyle=":", label="one array per worker")
+    ax.set_xlabel("added while every worker holds the array (arrays)")
+    ax.set_title("Memory: what each way adds to the machine")
+    ax.legend(fontsize=7, loc="lower right")
+    return ax
+
+
+def _axes(ax, n_rows: int):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(9, 0.45 * n_rows + 1.8), layout="constrained")
+    return ax
+
+
+def blog_claims(results: Sequence) -> list[Claim]:
+    """The blog's three claims, each checked on this run's fan-out medians."""
+    return claims_from_medians({name: r.fan_out.median for name, r in ran(results).items()})
+
+
+def claims_from_medians(medians: dict[str, float]) -> list[Claim]:
+    """The blog's three claims checked on fan-out medians by strategy name (seconds, or any
+    common unit: e.g. a reference's ratios to its floor (a)); names missing did not run."""
+    return [_pickle_much_slower(medians), _zero_copy_close(medians), _disk_slower_than_tmpfs(medians)]
+
+
+def _missing(names: Sequence[str], medians: dict) -> list[str]:
+    return [name for name in names if name not in medians]
+
+
+def _pickle_much_slower(medians: dict) -> Claim:
+    text = f"pickling is much slower (≥ {MUCH_SLOWER:g}×) than each other way the blog ran"
+    others = {name: medians[name] for name in BLOG_OTHERS if name in medians}
+    if "pickle" not in medians or not others:
+        return Claim(text, None, "pickle or every other way did not run")
+    slowest = max(others, key=others.get)
+    factor = medians["pickle"] / others[slowest]
+    return Claim(text, factor >= MUCH_SLOWER,
+                 f"pickle's fan-out is {factor:.1f}× the slowest of the others ({slowest})")
+
+
+def _zero_copy_close(medians: dict) -> Claim:
+    text = ("fork-CoW, sharedctypes, SharedMemory and Ray's object store are close "
+            f"(within {CLOSE_TOGETHER:g}×)")
+    group = {name: medians[name] for name in BLOG_ZERO_COPY if name in medians}
+    if len(group) < 2:
+        missing = ", ".join(_missing(BLOG_ZERO_COPY, medians))
+        return Claim(text, None, f"fewer than two of them ran (missing: {missing})")
+    slowest, fastest = max(group, key=group.get), min(group, key=group.get)
+    spread = group[slowest] / group[fastest]
+    missing = _missing(BLOG_ZERO_COPY, medians)
+    note = f"; not run: {', '.join(missing)}" if missing else ""
+    return Claim(text, spread <= CLOSE_TOGETHER,
+                 f"the slowest ({slowest}) is {spread:.1f}× the fastest ({fastest}){note}")
+
+
+def _disk_slower_than_tmpfs(medians: dict) -> Claim:
+    text = "a memmap on disk is slower than one on tmpfs"
+    if "memmap_disk" not in medians or "memmap_tmpfs" not in medians:
+        return Claim(text, None, "one of the two memmaps did not run")
+    factor = medians["memmap_disk"] / medians["memmap_tmpfs"]
+    if factor >= SAME_WITHIN:
+        how = f"disk took {factor:.2f}× tmpfs's time"
+    elif factor <= 1 / SAME_WITHIN:
+        how = f"disk was faster: {factor:.2f}× tmpfs's time (the file sat in the page cache)"
+    else:
+        how = f"about the same: disk took {factor:.2f}× tmpfs's time"
+    return Claim(text, factor >= SAME_WITHIN, how)
+
+
+def format_claims(claims: Sequence[Claim]) -> str:
+    """One line per claim: its verdict on this run, and the numbers behind it."""
+    return "\n".join(f"{c.verdict:<19} {c.claim}\n{'':<19} ({c.detail})" for c in claims)
+

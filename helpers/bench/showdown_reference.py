@@ -1,0 +1,138 @@
+"""The reference results lesson 10 compares with: the newest ``results/*-strategies.json``.
+
+``python -m helpers.bench --suite strategies`` (``make bench``) writes one JSON file per machine
+and day into ``results/``; ``newest_reference()`` picks the newest one shipped (by the date in its
+name, then its ``created`` time), ``load_reference()`` reads it into fan-out and round-trip
+medians per strategy at one size, each as a ratio to that machine's own floor (a) measured in the
+same run. ``compare()`` sets this run beside it, ratio against ratio (never seconds against
+seconds: the machines differ). When no reference is shipped yet, both say so instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.measure.timing import Timing
+from helpers.measure.units import format_bytes
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+PATTERN = "*-strategies.json"
+RERUN = "make bench  (or: .venv/bin/python -m helpers.bench --suite strategies)"
+_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})-strategies\.json$")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One reference run at one size: ratios to its own floor (a), by strategy name.
+
+    ``fan_out`` and ``round_trip`` map a strategy name to its median over floor (a) (None where
+    that strategy did not run or returns nothing); ``skipped`` maps a name to the reason.
+    """
+
+    path: Path
+    host: str
+    created: str
+    size_bytes: int
+    n_workers: int | None
+    floor_warm_s: float
+    fan_out: dict[str, float | None]
+    round_trip: dict[str, float | None]
+    skipped: dict[str, str]
+
+
+def newest_reference(folder: Path = RESULTS) -> Path | None:
+    """The newest ``*-strategies.json`` in ``folder`` (by the date in its name, then its name), or
+    None when none is shipped."""
+    files = sorted(Path(folder).glob(PATTERN),
+                   key=lambda p: ((m.group(1) if (m := _DATE.search(p.name)) else ""), p.name))
+    return files[-1] if files else None
+
+
+def _floor(rows: list[dict], size: int, data: dict) -> float | None:
+    for row in rows:
+        if row.get("name") in ("floor_warm", "floor_a") and row.get("size_bytes") == size:
+            return row.get("median_s")
+    floors = data.get("floors")
+    if isinstance(floors, dict):  # {"<size>": {"warm": {"median_s": ...}}} or {"warm_s": ...}
+        entry = floors.get(str(size), floors)
+        warm = entry.get("warm") or entry.get("floor_warm") or entry.get("warm_s")
+        return warm.get("median_s") if isinstance(warm, dict) else warm
+    return None
+
+
+def load_reference(path: Path, size_bytes: int) -> Reference:
+    """The run in ``path`` at the size nearest ``size_bytes`` (by ratio), as ratios to its floor (a).
+
+    Reads the ``rows`` of ``helpers.bench``'s JSON: strategy rows as ``StrategyResult.as_row()``
+    (``name``, ``size_bytes``, ``fan_out_median_s``, ``round_trip_median_s``, ``skipped``) and
+    floor rows (``floor_warm``, ``median_s``). Raises ValueError when it holds no strategy rows."""
+    from helpers.bench.strategies import NAMES
+
+    data = json.loads(Path(path).read_text())
+    rows = [row for row in data.get("rows", []) if isinstance(row, dict)]
+    strategy_rows = [row for row in rows if row.get("name") in NAMES and row.get("size_bytes")]
+    if not strategy_rows:
+        raise ValueError(f"{Path(path).name} holds no strategy rows")
+    sizes = sorted({row["size_bytes"] for row in strategy_rows})
+    size = min(sizes, key=lambda s: max(s, size_bytes) / min(s, size_bytes))
+    at_size = [row for row in strategy_rows if row["size_bytes"] == size]
+    floor = _floor(rows, size, data)
+    if not floor:
+        raise ValueError(f"{Path(path).name} holds no floor (a) at {format_bytes(size)}")
+
+    def ratio(row: dict, key: str) -> float | None:
+        value = row.get(key)
+        return None if value is None or row.get("skipped") else value / floor
+
+    machine = data.get("machine") or {}
+    host = machine.get("host") or machine.get("hostname") or Path(path).name.split("-")[0]
+    return Reference(
+        path=Path(path), host=str(host),
+        created=str(data.get("created", "")), size_bytes=size,
+        n_workers=at_size[0].get("n_workers") or (data.get("options") or {}).get("workers"),
+        floor_warm_s=floor,
+        fan_out={row["name"]: ratio(row, "fan_out_median_s") for row in at_size},
+        round_trip={row["name"]: ratio(row, "round_trip_median_s") for row in at_size},
+        skipped={row["name"]: row["skipped"] for row in at_size if row.get("skipped")})
+
+
+def load_newest(size_bytes: int, folder: Path = RESULTS) -> Reference | str:
+    """The newest reference in ``folder`` at the size nearest ``size_bytes``; or, when none is
+    shipped or it cannot be read, one sentence saying so (never raises)."""
+    path = newest_reference(folder)
+    if path is None:
+        return f"No reference results shipped in results/ yet ({PATTERN})."
+    try:
+        return load_reference(path, size_bytes)
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as error:
+        return f"The reference {path.name} could not be read ({type(error).__name__}: {error})."
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}×"
+
+
+def compare(results: Sequence, floors: tuple[Timing, Timing], reference: Reference | str | None) -> str:
+    """This run's fan-out and round trip beside the reference's, each over its own floor (a), one
+    row per strategy; or, for no reference (None or the sentence of ``load_newest``), that
+    sentence and how to make one."""
+    if not isinstance(reference, Reference):
+        why = reference or f"No reference results shipped in results/ yet ({PATTERN})."
+        return f"{why} Make one with: {RERUN}"
+    warm = floors[0].median
+    head = (f"Reference: {reference.path.name} ({reference.host}, {format_bytes(reference.size_bytes)}, "
+            f"{reference.n_workers} workers); this run: {format_bytes(results[0].array_bytes)}, "
+            f"{results[0].n_workers} workers. Ratios to each machine's own floor (a).")
+    header = (f"{'strategy':<24} {'fan-out here':>13} {'reference':>10} {'round trip here':>16} "
+              f"{'reference':>10}")
+    lines = [head, header, "-" * len(header)]
+    for r in results:
+        here_fan = None if r.fan_out is None else r.fan_out.median / warm
+        here_trip = None if r.round_trip is None else r.round_trip.median / warm
+        lines.append(f"{r.name:<24} {_cell(here_fan):>13} {_cell(reference.fan_out.get(r.name)):>10} "
+                     f"{_cell(here_trip):>16} {_cell(reference.round_trip.get(r.name)):>10}")
+    return "\n".join(lines)

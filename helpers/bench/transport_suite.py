@@ -1,0 +1,196 @@
+"""The transport benchmark: what one round trip of an array costs, against this machine's floors.
+
+Every time is wall-clock seconds; every size is bytes of random float64. Two floors are measured
+in the same run, on the same array:
+
+- floor (a), ``floor_warm``, and floor (b), ``floor_fresh_shm``, exactly as
+  ``helpers.measure.copy_floors`` defines them (its docstring says what each includes);
+  ``floor_fresh_shm_create`` is floor (b) with the segment's creation timed too.
+
+The executor rows time ``submit(fn, array).result()`` from submit to result, after the workers
+were started and had each run a tiny task (process start-up and module imports excluded), with
+``del`` of the result before the next call (so a pooled segment goes back to the pool). Each row
+has the median, the IQR as its spread (plus min and max), every run, the first run, and its
+ratios to both floors; ``helpers.bench.targets`` checks them against the issue's targets. The
+reducer rows come from ``helpers.lessons.reduction_round_trips`` (local and remote round trips) on
+the same array.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
+
+import numpy as np
+
+from helpers.lessons import reduction_round_trips, workers
+from helpers.measure import copy_floors
+from helpers.measure.quiet_processes import quiet_context
+from helpers.measure.timing import Timing, time_it
+from helpers.measure.units import MiB
+from helpers.shared.executor import SharedMemoryExecutor
+from helpers.shared.shm import SharedNDArray
+
+REDUCER_WHAT = {
+    "pickle": "multiprocessing's pickler as is: the array's bytes inside the pickle",
+    "torch": "helpers.shared.reducers' torch reduction, first share: a copy into a new shared tensor",
+    "torch_shared": "torch reduction, array already in a shared tensor: no copy",
+    "shared_memory": ("helpers.shared.reducers' torch-free reduction, first share: a copy into a warm "
+                      "pooled segment"),
+    "shared_memory_shared": "torch-free reduction, array already in a SharedNDArray: no copy",
+}
+DEFAULT_START_METHOD = "spawn"  # a fresh interpreter per worker, inheriting nothing (macOS's default)
+LARGE_BYTES = 256 * MiB  # at and above this size the stdlib baseline runs fewer, unwarmed repeats
+STDLIB_LARGE_REPEAT = 2
+
+
+def measure_floors(source: np.ndarray, repeat: int = 5) -> dict[str, Timing]:
+    """Floors (a) ``warm`` and (b) ``fresh_shm``, plus ``fresh_shm_create``
+    (``helpers.measure.copy_floors``)."""
+    return copy_floors.measure_floors(source, repeat=repeat).as_dict()
+
+
+def make_row(name: str, n_bytes: int, timing: Timing, floors: dict[str, Timing], *,
+             first_s: float | None = None, what: str = "", **extra) -> dict:
+    """One result row (the JSON schema in results/README.md): times in seconds, ratios to floors."""
+    median = timing.median
+    return {"name": name, "size_bytes": int(n_bytes), "median_s": median, "spread": "iqr",
+            "iqr_s": timing.iqr, "min_s": timing.min, "max_s": timing.max, "runs_s": list(timing.runs),
+            "first_s": timing.runs[0] if first_s is None else first_s,
+            "ratio_to_warm_floor": median / floors["warm"].median,
+            "ratio_to_fresh_floor": median / floors["fresh_shm"].median,
+            "peak_tree_pss_bytes": None, "peak_shm_bytes": None, "what": what, **extra}
+
+
+def floor_rows(n_bytes: int, floors: dict[str, Timing]) -> list[dict]:
+    """The floors as rows (so they are stored, plotted and compared like every other row)."""
+    what = {"warm": "floor (a): np.copyto into memory already mapped and touched",
+            "fresh_shm": "floor (b): np.copyto into a just-created shm segment (copy only)",
+            "fresh_shm_create": "shm_open + ftruncate + mmap + np.copyto (floor (b) with creation)"}
+    return [make_row(f"floor_{key}", n_bytes, floors[key], floors, what=text) for key, text in what.items()]
+
+
+def start_workers(executor: Executor, n_workers: int) -> None:
+    """Start every worker and run a tiny task in each (imports done), before anything is timed."""
+    list(executor.map(workers.sleep_then_echo, [0.2] * n_workers, range(n_workers)))
+
+
+def _round_trip(executor: Executor, fn: Callable, array: np.ndarray) -> Callable[[], None]:
+    def once() -> None:
+        result = executor.submit(fn, array).result()
+        del result  # a result viewing a pooled segment gives it back to the pool here
+    return once
+
+
+def time_with_first(fn: Callable[[], object], repeat: int, warmup: int = 1) -> tuple[Timing, float]:
+    """``warmup`` runs then ``repeat`` timed runs: (Timing of the timed runs, seconds of the very
+    first run, warm-up included)."""
+    first = time_it(fn, repeat=1, warmup=0).runs[0]
+    if warmup == 0:
+        rest = time_it(fn, repeat=repeat - 1, warmup=0).runs if repeat > 1 else ()
+        return Timing((first, *rest)), first
+    return time_it(fn, repeat=repeat, warmup=warmup - 1), first
+
+
+def time_first_call(source: np.ndarray, n_workers: int, mp_context, repeat: int) -> Timing:
+    """Seconds of the first ``echo`` round trip of a fresh ``SharedMemoryExecutor`` (empty pool).
+
+    One fresh executor per run; its workers are started and warmed first (not timed). Timed: from
+    ``submit`` to ``result()``: a new pooled segment (shm_open, ftruncate, fallocate, populate),
+    the copy into it, the handle's trip to the worker and back, and the parent's view of it.
+    """
+    runs = []
+    for _ in range(repeat):
+        with _executor(SharedMemoryExecutor, n_workers, mp_context) as executor:
+            start_workers(executor, n_workers)
+            runs.append(time_it(_round_trip(executor, workers.echo, source), repeat=1, warmup=0).runs[0])
+    return Timing(tuple(runs))
+
+
+def _executor(kind: type[ProcessPoolExecutor], n_workers: int, context) -> ProcessPoolExecutor:
+    return kind(n_workers, mp_context=context)
+
+
+def _warm_row(kind: type[ProcessPoolExecutor], name: str, fn: Callable, source: np.ndarray, shared: bool,
+              floors: dict[str, Timing], repeat: int, n_workers: int, context, what: str) -> dict:
+    """Round trips of ``fn(array)`` on a started, warmed executor, after one warm-up call per worker
+    (a worker's first call with a big array costs more); ``shared``: the array is first put in a
+    SharedNDArray (not timed). From LARGE_BYTES on, the stdlib runs at most STDLIB_LARGE_REPEAT
+    times with no warm-up run (one run of 1000 MiB takes seconds)."""
+    large = kind is ProcessPoolExecutor and source.nbytes >= LARGE_BYTES
+    runs, warmup = (min(repeat, STDLIB_LARGE_REPEAT), 0) if large else (repeat, n_workers)
+    with _executor(kind, n_workers, context) as executor, contextlib.ExitStack() as stack:
+        start_workers(executor, n_workers)
+        array = stack.enter_context(SharedNDArray.copy_of(source)).array if shared else source
+        timing, first = time_with_first(_round_trip(executor, fn, array), runs, warmup)
+        del array
+    return make_row(name, source.nbytes, timing, floors, first_s=first, what=what)
+
+
+def executor_measurements(source: np.ndarray, floors: dict[str, Timing], *, repeat: int = 5,
+                          n_workers: int = 2, start_method: str = DEFAULT_START_METHOD,
+                          stdlib: bool = True) -> list[tuple[str, Callable[[], dict]]]:
+    """(label, measure) pairs, each returning one round-trip row: the stdlib baseline (unless
+    ``stdlib`` is False) and ours: first call, warm, already shared, plus_one. Each measure
+    starts its own executor with ``n_workers`` workers and ``start_method`` (spawn by default)."""
+    context = quiet_context(start_method)
+    args = (floors, repeat, n_workers, context)
+    measurements = [
+        ("ours first", lambda: make_row(
+            "ours_first", source.nbytes, time_first_call(source, n_workers, context, repeat), floors, what=(
+                "SharedMemoryExecutor's first echo (fresh executor, empty pool; workers started and "
+                "warmed, not timed): new segment + copy + round trip"))),
+        ("ours warm", lambda: _warm_row(SharedMemoryExecutor, "ours_warm", workers.echo, source, False, *args,
+                                        what="echo of a private array, pool warm: one copy into a warm "
+                                             "pooled segment, the result comes back as a view of it")),
+        ("ours shared", lambda: _warm_row(SharedMemoryExecutor, "ours_shared", workers.echo, source, True,
+                                          *args, what="echo of an array already in a SharedNDArray: a "
+                                                      "handle both ways, no copy")),
+        ("ours plus_one", lambda: _warm_row(
+            SharedMemoryExecutor, "ours_plus_one", workers.plus_one, source, False, *args, what=(
+                "plus_one, a same-size new result: warm copy in, the worker's array + 1 (its own fresh "
+                "pages: page faults) written into a new segment the parent maps (more page faults)"))),
+    ]
+    if stdlib:
+        measurements.insert(0, ("stdlib", lambda: _warm_row(
+            ProcessPoolExecutor, "stdlib_echo", workers.echo, source, False, *args, what=(
+                "concurrent.futures.ProcessPoolExecutor, echo: the array pickled both ways (the baseline)"))))
+    return measurements
+
+
+def reducer_row(source: np.ndarray, how: str, where: str, floors: dict[str, Timing], repeat: int = 5,
+                start_method: str = DEFAULT_START_METHOD) -> dict:
+    """One ``helpers.lessons.reduction_round_trips`` round trip as a row named
+    ``reducer_<how>_<where>``: ``where`` is 'local' (ForkingPickler dumps + loads here) or 'remote'
+    (through a Pipe to a started echo worker and back; its start is not timed). ``first_s`` is the
+    first call (one-time costs: a new segment); the median is over the ``repeat`` calls after it.
+    Ways that copy into fresh memory on every call ('pickle', 'torch') run at most
+    STDLIB_LARGE_REPEAT times from LARGE_BYTES on."""
+    if how in ("pickle", "torch") and source.nbytes >= LARGE_BYTES:
+        repeat = min(repeat, STDLIB_LARGE_REPEAT)
+    if where == "local":
+        trip = reduction_round_trips.local_round_trip_seconds(source, how, repeat)
+    else:
+        trip = reduction_round_trips.remote_round_trip_seconds(source, how, repeat,
+                                                               quiet_context(start_method))
+    return make_row(f"reducer_{how}_{where}", source.nbytes, trip.warm, floors, first_s=trip.first,
+                    how=how, where=where, what=REDUCER_WHAT[how] + f", {where} round trip")
+
+
+def reducer_measurements(source: np.ndarray, floors: dict[str, Timing], *, repeat: int = 5,
+                         start_method: str = DEFAULT_START_METHOD) -> list[tuple[str, Callable[[], dict]]]:
+    """(label, measure) pairs for every ``helpers.lessons.reduction_round_trips`` way, local then remote."""
+    return [(f"{how} {where}", functools.partial(reducer_row, source, how, where, floors, repeat,
+                                                 start_method))
+            for how in reduction_round_trips.HOWS for where in reduction_round_trips.WHERES]
+
+
+def add_speedups(rows: list[dict]) -> None:
+    """Set ``speedup_over_stdlib`` (the stdlib echo's median over the row's) on every executor row
+    of a size where the stdlib row exists."""
+    baselines = {row["size_bytes"]: row["median_s"] for row in rows if row["name"] == "stdlib_echo"}
+    for row in rows:
+        if row["size_bytes"] in baselines and (row["name"].startswith(("ours_", "stdlib_"))):
+            row["speedup_over_stdlib"] = baselines[row["size_bytes"]] / row["median_s"]

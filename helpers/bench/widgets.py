@@ -1,0 +1,224 @@
+"""An ipywidgets panel for lesson 10: choose a size, workers and strategies, press Run, see the plots.
+
+``ShowdownPanel()`` builds the controls (sizes offered are only those that fit this machine now:
+RAM available and free /dev/shm, as ``helpers.measure.config`` sizes a lesson); displaying it runs
+nothing. Run measures the floors and runs each chosen strategy (``helpers.bench.showdown.run_showdown``:
+one that fails here is listed, not fatal) in a background thread, so the kernel stays
+responsive; the progress bar advances after each strategy; Stop (or the time limit) ends the run
+before the next strategy starts, and every strategy cleans up after itself (processes, segments,
+files). When the run ends, the time and memory plots are drawn as one PNG into the ``Output``.
+Sizes are bytes, times seconds.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+import ipywidgets as w
+
+from helpers.measure import config, system
+from helpers.measure.units import MiB, format_bytes, format_seconds
+
+# Sizes offered: whole powers of two MiB from the smallest up to what fits, and never above this.
+SMALLEST_BYTES = 1 * MiB
+LARGEST_BYTES = 512 * MiB
+MAX_WORKERS = 8
+DEFAULT_TIME_LIMIT_S = 600.0  # Run stops starting new strategies after this long
+# Chosen when the panel opens: three cheap ways (a few seconds each at the smallest size), one per
+# family: copy per task, inherit, named segment. Ray and torch start slowly; pick them by hand.
+DEFAULT_NAMES = ("pickle", "fork_cow", "shared_memory")
+
+
+class _NotTheMainThread(logging.Filter):
+    """Drops Ray's one warning that ``ray.init`` outside the main thread sets no SIGTERM handler: a
+    run here is in the panel's thread on purpose, and the run shuts Ray down itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "current thread is not the main thread" not in record.getMessage()
+
+
+_RAY_WORKER_LOGGER = logging.getLogger("ray._private.worker")
+if not any(isinstance(f, _NotTheMainThread) for f in _RAY_WORKER_LOGGER.filters):
+    _RAY_WORKER_LOGGER.addFilter(_NotTheMainThread())
+
+
+class Cancelled(Exception):
+    """Raised between two strategies to end a run early (Stop, or the time limit)."""
+
+
+def largest_size_that_fits(n_workers: int) -> int:
+    """Bytes of the largest array a showdown with ``n_workers`` may use here now: the array, a few
+    copies and one copy per worker in available RAM, a few in free /dev/shm (as
+    ``helpers.measure.config``)."""
+    fits = system.available_memory() // (n_workers + config.COPIES_BESIDES_WORKERS)
+    shm_free = system.shm_free()
+    if shm_free is not None:
+        fits = min(fits, shm_free // config.SHM_SHARE)
+    return min(fits, LARGEST_BYTES)
+
+
+def sizes_that_fit(n_workers: int, include: int | None = None) -> list[int]:
+    """Sizes (bytes) to offer: powers of two MiB that fit, plus ``include`` (e.g. the configured
+    size) when it fits too; at least the smallest size."""
+    limit = largest_size_that_fits(n_workers)
+    sizes = []
+    size = SMALLEST_BYTES
+    while size <= limit:
+        sizes.append(size)
+        size *= 2
+    if include is not None and include <= limit:
+        sizes.append(include)
+    return sorted(set(sizes)) or [SMALLEST_BYTES]
+
+
+def _png_output(figure) -> dict:
+    """A display_data output holding ``figure`` as PNG (what an Output widget shows)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=80)
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
+                     "text/plain": "<Figure: showdown time and memory>"}}
+
+
+class ShowdownPanel:
+    """Controls for a showdown run and its two plots; ``.widget`` is the box to display.
+
+    Attributes a program may drive: ``size``, ``workers``, ``strategies`` (values are strategy
+    names), ``repeat``, ``run_button``, ``stop_button``; and read: ``progress``, ``status``,
+    ``output``, ``results`` (the last run's StrategyResults), ``floors``, ``error``.
+    """
+
+    def __init__(self, names: Sequence[str] | None = None, time_limit_s: float = DEFAULT_TIME_LIMIT_S):
+        from helpers.bench import strategies
+
+        self._strategies = strategies
+        self.time_limit_s = time_limit_s
+        default_workers = min(config.n_workers(), MAX_WORKERS)
+        self.workers = w.Dropdown(options=list(range(1, max(MAX_WORKERS, default_workers) + 1)),
+                                  value=default_workers, description="workers")
+        self.size = w.Dropdown(description="array")
+        self._offer_sizes(config.array_bytes())
+        titles = [(f"{s.title} ({s.lesson})", s.name) for s in strategies.STRATEGIES.values()]
+        self.strategies = w.SelectMultiple(options=titles, value=tuple(n for n in (names or DEFAULT_NAMES)
+                                                        if n in strategies.STRATEGIES),
+                                           rows=min(len(titles), 13), description="strategies",
+                                           layout=w.Layout(width="60%"))
+        self.repeat = w.BoundedIntText(value=1, min=1, max=5, description="repeat")
+        self.run_button = w.Button(description="Run", button_style="primary", icon="play")
+        self.stop_button = w.Button(description="Stop", disabled=True, icon="stop")
+        self.progress = w.IntProgress(value=0, min=0, max=1, description="progress")
+        self.status = w.Label(value="Choose, then press Run.")
+        self.output = w.Output()
+        self.results: list = []
+        self.floors = None
+        self.error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._deadline = 0.0
+        self.workers.observe(lambda change: self._offer_sizes(self.size.value), names="value")
+        self.run_button.on_click(lambda _: self.start())
+        self.stop_button.on_click(lambda _: self._stop.set())
+        # Run sits directly in the box that holds the size and the Output (not in a row of its
+        # own): the innermost box around Run is the whole panel, as the browser test finds it.
+        self.widget = w.VBox([
+            w.HBox([self.size, self.workers, self.repeat]), self.strategies, self.run_button,
+            w.HBox([self.progress, self.stop_button]), self.status, self.output])
+
+    def _offer_sizes(self, wanted: int | None) -> None:
+        sizes = sizes_that_fit(self.workers.value, include=wanted)
+        self.size.options = [(format_bytes(n), n) for n in sizes]
+        self.size.value = max((n for n in sizes if wanted is None or n <= wanted), default=sizes[0])
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+    @property
+    def running(self) -> bool:
+        """True while a run's thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start a run with the chosen values in a background thread (nothing if one is running)."""
+        if self.running:
+            return
+        names = list(self.strategies.value)
+        self._stop.clear()
+        self.error = None
+        self.progress.value, self.progress.max = 0, max(1, len(names))
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        self._thread = threading.Thread(
+            target=self._run, args=(names, self.size.value, self.workers.value, self.repeat.value),
+            name="showdown-run", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the run to end (``timeout`` seconds at most); True once it has ended."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.running
+
+    def _check_not_stopped(self) -> None:
+        if self._stop.is_set():
+            raise Cancelled("stopped")
+        if time.perf_counter() > self._deadline:
+            raise Cancelled(f"time limit of {format_seconds(self.time_limit_s)} reached")
+
+    def _run(self, names: list[str], n_bytes: int, n_workers: int, repeat: int) -> None:
+        """The run's thread: floors, then each strategy in turn (so a stop keeps what ran), then
+        the plots. Errors end up in ``status`` and ``error``, never in the kernel's thread."""
+        import numpy as np
+
+        from helpers.bench import showdown
+
+        started = time.perf_counter()
+        self._deadline = started + self.time_limit_s
+        self.results, note = [], ""
+        try:
+            array = np.random.default_rng(10).random(n_bytes // 8)
+            self.status.value = "measuring the floors ..."
+            self.floors = self._strategies.floor_seconds(array)
+            for done, name in enumerate(names):
+                self._check_not_stopped()
+                self.status.value = f"running {name} ({done + 1}/{len(names)}) ..."
+                self.results += showdown.run_showdown([name], array, n_workers, repeat=repeat)
+                self.progress.value = done + 1
+        except Cancelled as reason:
+            note = f"ended early ({reason}); "
+        except Exception as error:  # shown in the panel, kept for the caller
+            self.error = error
+            self.status.value = f"failed: {type(error).__name__}: {error}"
+        finally:
+            self.run_button.disabled, self.stop_button.disabled = False, True
+        if self.error is None:
+            self._draw()
+            skipped = sum(r.skipped is not None for r in self.results)
+            self.status.value = (f"{note}{len(self.results) - skipped} ran, {skipped} skipped, "
+                                 f"in {format_seconds(time.perf_counter() - started)}")
+
+    def _draw(self) -> None:
+        if not self.results:
+            self.output.outputs = ()
+            return
+        from matplotlib.figure import Figure
+
+        from helpers.bench import showdown
+
+        rows = max(1, len(showdown.ran(self.results)))
+        figure = Figure(figsize=(14, 0.45 * rows + 2), layout="constrained")
+        time_ax, memory_ax = figure.subplots(1, 2)
+        showdown.plot_times(self.results, self.floors, ax=time_ax)
+        showdown.plot_memory(self.results, ax=memory_ax)
+        memory_ax.set_yticklabels([])
+        self.output.outputs = (_png_output(figure),)
+
+
+def showdown_panel(**kwargs) -> ShowdownPanel:
+    """A new ``ShowdownPanel`` (keyword arguments as its constructor's)."""
+    return ShowdownPanel(**kwargs)

@@ -1,0 +1,301 @@
+"""What sending an argument to a worker costs, stage by stage, and pickle protocol 5's way around it.
+
+``pickle_cost_breakdown`` times the three stages ``multiprocessing`` puts every argument through
+(pickle in the parent, the pipe, unpickle in the child), in seconds. ``dumps_out_of_band``,
+``send_out_of_band`` and ``recv_out_of_band`` send any picklable object through a
+``multiprocessing`` connection with pickle protocol 5: the pickle stays tiny and each large buffer
+(an ndarray's memory) crosses the pipe raw, straight from the sender's memory, with no pickling
+copy. ``sum_server`` starts a child that answers each array sent with its sum, to time the round
+trip of each way of sending.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
+
+import numpy as np
+
+from helpers.measure.timing import Timing, time_it
+
+# How ``sum_server`` sends each array (see ``sum_arrays_received``).
+PICKLED = "pickled"  # Connection.send(array): ForkingPickler, the default protocol
+OUT_OF_BAND = "out-of-band, recv_bytes_into"  # protocol 5; buffers raw; Connection.recv_bytes_into
+OUT_OF_BAND_DIRECT = "out-of-band, read into"  # protocol 5; buffers raw; read from the pipe directly
+TRANSFERS = (PICKLED, OUT_OF_BAND, OUT_OF_BAND_DIRECT)
+STOP_TIMEOUT = 10.0  # seconds a helper child gets to finish before it is terminated
+
+
+@dataclass(frozen=True)
+class PickleCostBreakdown:
+    """Seconds spent in each stage of sending one object to a child (warm-up runs excluded).
+
+    ``dumps``: ``ForkingPickler.dumps`` in the parent; ``pipe``: ``send_bytes`` of that payload
+    through a one-way pipe until the child has read all of it (the round trip minus the child's
+    ``loads``); ``loads``: ``pickle.loads`` in the child, timed there, with the received bytes
+    still alive as in a worker. ``payload_bytes`` is the pickle's size in bytes.
+    """
+
+    dumps: Timing
+    pipe: Timing
+    loads: Timing
+    payload_bytes: int
+
+    @property
+    def stages(self) -> dict[str, float]:
+        """Median seconds of each stage, in the order an argument goes through them."""
+        return {
+            "pickle.dumps": self.dumps.median,
+            "pipe": self.pipe.median,
+            "pickle.loads": self.loads.median,
+        }
+
+    @property
+    def total(self) -> float:
+        """Sum of the stages' medians, in seconds."""
+        return sum(self.stages.values())
+
+
+def _stop(process, timeout: float = STOP_TIMEOUT) -> None:
+    process.join(timeout)
+    if process.is_alive():
+        process.terminate()
+        process.join()
+
+
+@contextmanager
+def _child(context, target, *args) -> Iterator[tuple]:
+    """Start ``target(receiver, sender, *args)`` in a child over two one-way pipes.
+
+    Yields (sender, receiver): the parent's ends. One-way pipes are what ``Pool`` and
+    ``ProcessPoolExecutor`` send tasks through. On exit the parent closes its sending end (the
+    child reads end of file and returns), then joins the child (terminates it if it hangs).
+    """
+    child_receiver, parent_sender = context.Pipe(duplex=False)
+    parent_receiver, child_sender = context.Pipe(duplex=False)
+    process = context.Process(target=target, args=(child_receiver, child_sender, *args), daemon=True)
+    process.start()
+    child_receiver.close()
+    child_sender.close()
+    try:
+        yield parent_sender, parent_receiver
+    finally:
+        parent_sender.close()  # the child reads end of file and leaves
+        _stop(process)
+        parent_receiver.close()
+
+
+def pickle_cost_breakdown(
+    array: np.ndarray, context, repeat: int = 5, warmup: int = 1
+) -> PickleCostBreakdown:
+    """Time the three stages an argument goes through on its way to a worker, in seconds.
+
+    ``context`` is a multiprocessing context (its start method starts the one child used for the
+    pipe and ``loads`` stages; starting it is not timed). ``dumps`` is timed first, with no other
+    pickle alive: one kept alive meanwhile changed where glibc's allocator put the next ones and
+    made them several times cheaper than the same pickling inside a pool (seen at 4 MiB).
+    """
+    dumps = time_it(lambda: ForkingPickler.dumps(array), repeat=repeat, warmup=warmup)
+    payload = ForkingPickler.dumps(array)
+    pipe_runs, loads_runs = [], []
+    with _child(context, time_loads_of_received) as (sender, receiver):
+        for run in range(warmup + repeat):
+            start = time.perf_counter()
+            sender.send_bytes(payload)
+            loads_seconds = receiver.recv()
+            round_trip = time.perf_counter() - start
+            if run >= warmup:
+                pipe_runs.append(round_trip - loads_seconds)
+                loads_runs.append(loads_seconds)
+    return PickleCostBreakdown(
+        dumps=dumps,
+        pipe=Timing(tuple(pipe_runs)),
+        loads=Timing(tuple(loads_runs)),
+        payload_bytes=len(payload),
+    )
+
+
+def dumps_out_of_band(obj) -> tuple[bytes, list[pickle.PickleBuffer]]:
+    """Pickle with protocol 5, keeping large buffers out of band: (small pickle, buffer views).
+
+    No data is copied: each PickleBuffer is a view of the object's own memory.
+    """
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    return data, buffers
+
+
+def send_out_of_band(connection, obj) -> int:
+    """Send ``obj`` as a protocol-5 pickle plus its buffers raw; return the raw bytes sent.
+
+    First message: (pickle, sizes of the buffers), pickled as usual (small); then one message
+    per buffer, written with ``send_bytes`` straight from the object's memory.
+    """
+    data, buffers = dumps_out_of_band(obj)
+    views = [buffer.raw() for buffer in buffers]
+    connection.send((data, [view.nbytes for view in views]))
+    for view in views:
+        connection.send_bytes(view)
+    return sum(view.nbytes for view in views)
+
+
+def read_message_into(connection, buffer) -> int:
+    """Read one ``send_bytes`` message straight from the connection's file into ``buffer``.
+
+    ``Connection.recv_bytes_into`` reads the message into a temporary ``io.BytesIO`` first and
+    copies it from there; this reads ``multiprocessing``'s frame (a 4-byte big-endian length, or
+    -1 and an 8-byte length) and then ``os.readv`` into ``buffer``: the kernel's copy out of the
+    pipe is the only one. Falls back to ``recv_bytes_into`` where there is no ``os.readv``.
+    Returns the bytes read; raises ValueError if the message is longer than ``buffer``.
+    """
+    if not hasattr(os, "readv"):
+        return connection.recv_bytes_into(buffer)
+    fd = connection.fileno()
+    (size,) = struct.unpack("!i", _read_exactly(fd, 4))
+    if size == -1:
+        (size,) = struct.unpack("!Q", _read_exactly(fd, 8))
+    target = memoryview(buffer).cast("B")
+    if size > target.nbytes:
+        raise ValueError(f"message of {size} bytes does not fit a buffer of {target.nbytes} bytes")
+    done = 0
+    while done < size:
+        n = os.readv(fd, [target[done:size]])
+        if n == 0:
+            raise EOFError(f"end of file after {done} of {size} bytes")
+        done += n
+    return size
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < n:
+        chunk = os.read(fd, n - len(chunks))
+        if not chunk:
+            raise EOFError("end of file while reading a message header")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def recv_out_of_band(connection, direct: bool = False):
+    """Receive an object sent by ``send_out_of_band``; its buffers land in new NumPy memory.
+
+    Each buffer is received into a fresh ``np.empty`` of its size (with ``recv_bytes_into``, or
+    read straight from the pipe when ``direct``); ``pickle.loads`` then builds the object over
+    those buffers without copying them again.
+    """
+    data, sizes = connection.recv()
+    buffers = []
+    for size in sizes:
+        target = np.empty(size, dtype=np.uint8)
+        if direct:
+            read_message_into(connection, target)
+        else:
+            connection.recv_bytes_into(target)
+        buffers.append(target)
+    return pickle.loads(data, buffers=buffers)
+
+
+def send_array(connection, array: np.ndarray, transfer: str) -> None:
+    """Send ``array`` through ``connection`` the way ``transfer`` (one of TRANSFERS) names."""
+    if transfer not in TRANSFERS:
+        raise ValueError(f"transfer must be one of {TRANSFERS}, got {transfer!r}")
+    if transfer == PICKLED:
+        connection.send(array)
+    else:
+        send_out_of_band(connection, array)
+
+
+def receive_array(connection, transfer: str):
+    """Receive what ``send_array`` sent the same ``transfer`` way."""
+    if transfer == PICKLED:
+        return connection.recv()
+    return recv_out_of_band(connection, direct=transfer == OUT_OF_BAND_DIRECT)
+
+
+@contextmanager
+def sum_server(context) -> Iterator[Callable[[np.ndarray, str], float]]:
+    """Start a child that answers each array sent to it with its sum.
+
+    Yields ``ask(array, transfer) -> float``: name the transfer (one of TRANSFERS) in a small
+    message, send the array that way, wait for the sum. The child is started with ``context``
+    (callers time ``ask`` only) and stopped on exit.
+    """
+    with _child(context, sum_arrays_received) as (sender, receiver):
+
+        def ask(array: np.ndarray, transfer: str) -> float:
+            if transfer not in TRANSFERS:
+                raise ValueError(f"transfer must be one of {TRANSFERS}, got {transfer!r}")
+            sender.send(transfer)
+            send_array(sender, array, transfer)
+            return receiver.recv()
+
+        yield ask
+
+
+# --- Worker functions (run in child processes; importable by name under spawn and forkserver) ---
+
+
+def sum_arrays_received(receiver, sender) -> None:
+    """Answer every array read from ``receiver`` with its sum (a float) on ``sender``, until end of file.
+
+    Each array comes after a small message naming how it is sent: one of
+    ``helpers.lessons.pickle_baseline.TRANSFERS``.
+    """
+    from helpers.lessons import pickle_baseline
+
+    try:
+        while True:
+            try:
+                transfer = receiver.recv()
+            except EOFError:
+                break
+            array = pickle_baseline.receive_array(receiver, transfer)
+            sender.send(float(np.sum(array)))
+            del array
+    finally:
+        receiver.close()
+        sender.close()
+
+
+def unpickle_error(payload: bytes) -> str:
+    """Unpickle ``payload`` in this worker; return '' if that worked, else 'ErrorType: message'.
+
+    Shows, without killing the worker, what a worker sees when a task names a function it
+    cannot import (one defined in a notebook cell lives in the parent's ``__main__`` only).
+    """
+    import pickle
+
+    try:
+        pickle.loads(payload)
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return ""
+
+
+def time_loads_of_received(receiver, sender) -> None:
+    """Unpickle every byte message read from ``receiver``; answer with the seconds ``loads`` took.
+
+    The received bytes stay alive while they are unpickled, as in a pool's worker, so the new
+    object lands in memory the allocator must find elsewhere. Ends at end of file.
+    """
+    import pickle
+    import time
+
+    try:
+        while True:
+            payload = receiver.recv_bytes()
+            start = time.perf_counter()
+            received = pickle.loads(payload)
+            sender.send(time.perf_counter() - start)
+            del received, payload
+    except EOFError:
+        pass
+    finally:
+        receiver.close()
+        sender.close()

@@ -1,0 +1,197 @@
+"""Demonstrations for lesson 08 that must run in separate processes: torch's sharing strategies and
+the "Too many open files" pitfall, seen for real but safely; and the table and figure of the
+round trips that ``helpers.lessons.reduction_round_trips.round_trip_table`` measures.
+
+``keep_many_torch_arrays`` starts two children: one shares small arrays the torch way with each
+sharing strategy in turn and sends them, the other lowers its own open-file limit
+(``resource.setrlimit``) and keeps every array it receives. Under ``file_descriptor`` (Linux's
+default) each shared storage a process keeps holds one open file descriptor, so the receiver
+runs out of them; under ``file_system`` storages are files named ``/dev/shm/torch_*`` that are
+mapped by name, and nothing runs out. The notebook's own process never holds a torch storage, a
+limit is lowered only in the child, and both children are gone when the function returns.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.measure.leftovers import SHM_DIR
+from helpers.measure.units import MiB, format_bytes, format_seconds
+
+STOP_TIMEOUT = 20.0  # seconds the children get to finish before they are terminated
+SETTLE_SECONDS = 5.0  # how long to wait for torch's shm manager to unlink its files after the children
+
+
+@dataclass(frozen=True)
+class KeptArrays:
+    """What the receiving child reported: how many arrays it could keep, and why it stopped."""
+
+    strategy: str
+    nofile_limit: int
+    n_sent: int
+    n_kept: int
+    error: str  # 'Type: message' of the error that stopped the receiver, '' if it kept them all
+    torch_names_while_held: int  # /dev/shm entries named torch_* while the receiver held the arrays
+    torch_names_after: int  # the same once both children were gone (after every strategy)
+
+    @property
+    def ran_out_of_descriptors(self) -> bool:
+        """True when the receiver stopped on an error about open files or file descriptors."""
+        text = self.error.lower()
+        return any(sign in text for sign in ("too many open files", "ancdata", "errno 24", "emfile"))
+
+
+def _torch_names() -> set[str]:
+    try:
+        return {name for name in os.listdir(SHM_DIR) if name.startswith("torch_")}
+    except OSError:
+        return set()
+
+
+def _stop(process) -> None:
+    process.join(STOP_TIMEOUT)
+    if process.is_alive():
+        process.terminate()
+        process.join()
+
+
+def keep_many_torch_arrays(context, strategies: tuple[str, ...] = ("file_descriptor", "file_system"),
+                           n_arrays: int = 200, nofile_limit: int = 64,
+                           n_items: int = 16) -> list[KeptArrays]:
+    """For each torch sharing strategy in turn, send ``n_arrays`` small arrays the torch way from
+    one child to another whose open-file limit is ``nofile_limit``, which keeps them all; return
+    what the receiver saw each time (both children are started once, by ``context``)."""
+    before = _torch_names()
+    data_in, data_out = context.Pipe(duplex=False)
+    report_here, report_there = context.Pipe()
+    next_round, release = context.Semaphore(0), context.Event()
+    receiver = context.Process(target=keep_received_arrays, daemon=True,
+                               args=(data_in, report_there, nofile_limit, n_arrays, len(strategies)))
+    sender = context.Process(target=send_torch_shared_arrays, daemon=True,
+                             args=(data_out, next_round, release, list(strategies), n_arrays, n_items))
+    receiver.start()
+    sender.start()
+    for end in (data_in, data_out, report_there):
+        end.close()
+    reports = []
+    try:
+        for _ in strategies:
+            reports.append(report_here.recv())
+            report_here.send("let go")
+            next_round.release()
+    finally:
+        release.set()
+        _stop(receiver)
+        _stop(sender)
+        report_here.close()
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while _torch_names() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    after = len(_torch_names() - before)
+    return [KeptArrays(strategy, nofile_limit, n_arrays, n_kept, error, names_held, after)
+            for strategy, (n_kept, error, names_held) in zip(strategies, reports, strict=True)]
+
+
+LABELS = {
+    "pickle": "stdlib pickle",
+    "torch": "torch, first share",
+    "torch_shared": "torch, already shared",
+    "shared_memory": "torch-free, first share",
+    "shared_memory_shared": "torch-free, already shared",
+}
+
+
+def format_round_trips(rows: list[dict], size_bytes: int) -> str:
+    """A text table of the round trips measured at ``size_bytes``: first and warm (median) seconds,
+    locally and through a worker, and the warm median over floor (a) (warm memcpy) and (b) (a copy
+    into a new shared-memory segment)."""
+    at_size = {(row["how"], row["where"]): row for row in rows if row["size_bytes"] == size_bytes}
+    any_row = next(iter(at_size.values()))
+    lines = [f"{format_bytes(size_bytes)}: floor (a) warm copy {format_seconds(any_row['warm_floor_s'])}, "
+             f"floor (b) copy into a new segment {format_seconds(any_row['fresh_floor_s'])}",
+             f"{'way':<27}{'where':<8}{'first':>9}{'warm':>10}{'÷ (a)':>9}{'÷ (b)':>9}"]
+    for how, label in LABELS.items():
+        for where in ("local", "remote"):
+            row = at_size.get((how, where))
+            if row is not None:
+                lines.append(f"{label:<27}{where:<8}{format_seconds(row['first_s']):>9}"
+                             f"{format_seconds(row['median_s']):>10}{row['ratio_to_warm_floor']:>8.2f}×"
+                             f"{row['ratio_to_fresh_floor']:>8.2f}×")
+    return "\n".join(lines)
+
+
+def plot_round_trips(rows: list[dict], axes) -> None:
+    """Warm round-trip time against size, log-log, one line per way, floors (a) and (b) dashed:
+    local round trips on ``axes[0]``, remote ones on ``axes[1]``."""
+    sizes = sorted({row["size_bytes"] for row in rows})
+    floors = {row["size_bytes"]: (row["warm_floor_s"], row["fresh_floor_s"]) for row in rows}
+    titles = {"local": "local round trip (dumps + loads here)",
+              "remote": "remote round trip (to a worker and back)"}
+    for ax, where in zip(axes, ("local", "remote"), strict=True):
+        for how, label in LABELS.items():
+            points = sorted((row["size_bytes"], row["median_s"]) for row in rows
+                            if row["how"] == how and row["where"] == where)
+            if points:
+                ax.plot([size / MiB for size, _ in points], [seconds for _, seconds in points],
+                        marker="o", label=label)
+        ax.plot([size / MiB for size in sizes], [floors[size][0] for size in sizes], "k--",
+                label="floor (a): copy into warm memory")
+        ax.plot([size / MiB for size in sizes], [floors[size][1] for size in sizes], "k:",
+                label="floor (b): copy into a new segment")
+        ax.set(xscale="log", yscale="log", xlabel="array size (MiB)", ylabel="round trip, median (s)",
+               title=titles[where])
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0].legend(fontsize="small")
+
+
+# --- Worker functions (run in child processes; importable by name under spawn and forkserver) ---
+
+
+def keep_received_arrays(receiver, reporter, nofile_limit: int, n_arrays: int, n_rounds: int) -> None:
+    """Lower this process's open-file limit to ``nofile_limit``; then, ``n_rounds`` times, receive
+    ``n_arrays`` arrays from ``receiver`` keeping every one, until an error stops it. After each
+    round report on ``reporter`` (arrays kept, 'Type: message' of that error or '', torch_* names
+    in /dev/shm while holding them), wait for an answer, let them go, read what is left of the round."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile_limit, hard))
+    for _ in range(n_rounds):
+        kept, error, read = [], "", 0
+        try:
+            while read < n_arrays:
+                read += 1
+                kept.append(receiver.recv())
+        except Exception as caught:
+            error = f"{type(caught).__name__}: {caught}"
+        torch_names = sum(name.startswith("torch_") for name in os.listdir("/dev/shm"))
+        reporter.send((len(kept), error, torch_names))
+        reporter.recv()
+        del kept
+        for _ in range(n_arrays - read):
+            receiver.recv()
+
+
+def send_torch_shared_arrays(sender, next_round, release, strategies: list[str], n_arrays: int,
+                             n_items: int) -> None:
+    """Share arrays the torch way and send ``n_arrays`` new arrays of ``n_items`` float64 on
+    ``sender`` with each of torch's sharing ``strategies`` in turn ('file_descriptor',
+    'file_system'), each round after the first once ``next_round`` (a semaphore) is released; stay
+    alive (receivers fetch torch's file descriptors from this process) until ``release`` is set."""
+    import torch.multiprocessing
+
+    from helpers.shared import reducers
+
+    reducers.share_arrays_with_torch()
+    rng = np.random.default_rng(0)
+    for round_number, strategy in enumerate(strategies):
+        if round_number:
+            next_round.acquire()
+        torch.multiprocessing.set_sharing_strategy(strategy)
+        for _ in range(n_arrays):
+            sender.send(rng.random(n_items))
+    release.wait()

@@ -1,0 +1,253 @@
+"""Lesson 09's measurements on a running Ray (``helpers.lessons.ray_session``): a fan-out by value against
+one ``ray.put``, the read-only view and its fix, which arrays cross without a copy, and what
+crosses between nodes. Times are seconds, sizes bytes. The functions the workers run are in
+``helpers.lessons.ray_tasks``; they are wrapped with ``ray.remote`` here, when called.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.lessons import ray_tasks
+from helpers.measure.memory import MemoryReport, track_memory
+from helpers.measure.ray_processes import copies_on, node_memory, store_bytes_used
+from helpers.measure.timing import Timing, time_it
+
+REPORT_SECONDS = 0.05  # how often we read Ray's store accounting while tasks run
+
+
+@functools.cache
+def remote(fn):
+    """``ray.remote(fn)``, made once per function (Ray re-exports it to each new session)."""
+    import ray
+
+    return ray.remote(fn)
+
+
+def warm_up(nodes, tasks_per_node: int) -> None:
+    """Start the workers on every node and load ``helpers.lessons.ray_tasks`` there, so that no timing
+    below includes a worker's start-up (a second or more)."""
+    import ray
+
+    refs = [remote(ray_tasks.hello).options(scheduling_strategy=node.pinned()).remote(i)
+            for node in nodes.nodes for i in range(tasks_per_node)]
+    ray.get(refs)
+
+
+def random_array(n_bytes: int, seed: int = 0) -> np.ndarray:
+    """A float64 array of ``n_bytes`` (rounded down to whole items) of random numbers."""
+    return np.random.default_rng(seed).random(max(1, n_bytes // 8))
+
+
+def fan_out(array_or_ref, n_tasks: int, node=None) -> list[float]:
+    """``sum_array`` in ``n_tasks`` tasks, all given the same argument (an array or an ObjectRef)."""
+    import ray
+
+    task = remote(ray_tasks.sum_array)
+    if node is not None:
+        task = task.options(scheduling_strategy=node.pinned())
+    return ray.get([task.remote(array_or_ref) for _ in range(n_tasks)])
+
+
+def time_fan_outs(array: np.ndarray, n_tasks: int, rounds: int = 4, repeat: int = 5) -> dict[str, Timing]:
+    """Seconds of ``rounds`` fan-outs of ``n_tasks`` tasks each: passing the array itself every
+    time (Ray stores it again for every call) or ``ray.put`` once and passing the ObjectRef."""
+    import ray
+
+    def by_value():
+        for _ in range(rounds):
+            fan_out(array, n_tasks)
+
+    def by_reference():
+        ref = ray.put(array)
+        for _ in range(rounds):
+            fan_out(ref, n_tasks)
+
+    return {"by value": time_it(by_value, repeat=repeat),
+            "ray.put once": time_it(by_reference, repeat=repeat)}
+
+
+@dataclass(frozen=True)
+class FanOutMemory:
+    """Bytes one held fan-out took: Ray's store accounting (peak above the level before) and the
+    tree's PSS and RSS while every task held its argument (medians above the baseline)."""
+
+    how: str
+    store_bytes: int
+    tree_pss: float
+    tree_rss: float
+    report: MemoryReport
+
+
+def _held_fan_out(argument, n_tasks: int, hold_seconds: float, clock_offset: float):
+    """Run ``sum_and_hold`` in ``n_tasks`` tasks; return the store's peak bytes and the window
+    (report's seconds) in which every task was holding."""
+    import ray
+
+    store_peak = store_bytes_used()
+    refs = [remote(ray_tasks.sum_and_hold).remote(argument, hold_seconds) for _ in range(n_tasks)]
+    pending = refs
+    while pending:
+        _, pending = ray.wait(pending, timeout=REPORT_SECONDS)
+        store_peak = max(store_peak, store_bytes_used())
+    results = ray.get(refs)
+    began = max(r[1] for r in results) - clock_offset
+    ended = min(r[2] for r in results) - clock_offset
+    return store_peak, began, ended
+
+
+def compare_fan_out_memory(array: np.ndarray, n_tasks: int, hold_seconds: float = 0.8
+                           ) -> tuple[FanOutMemory, FanOutMemory]:
+    """What a fan-out to ``n_tasks`` tasks holds, ``ray.put`` once, then by value.
+
+    Run it on a fresh store: the store is one file whose pages stay resident once written (its
+    allocator reuses them for later objects), so only pages touched for the first time show
+    in PSS. That is why the ObjectRef's object stays alive during the by-value fan-out: its
+    copies must go to fresh pages, and each shows.
+    """
+    import ray
+
+    results = []
+    kept = None
+    for how in ("ray.put once", "by value"):
+        store_before = store_bytes_used()
+        with track_memory() as report:
+            clock_offset = time.perf_counter() - report.mark("before")
+            if how == "ray.put once":
+                kept = argument = ray.put(array)
+            else:
+                argument = array
+            store_peak, began, ended = _held_fan_out(argument, n_tasks, hold_seconds, clock_offset)
+        margin = min(0.1, (ended - began) / 4)
+        held = report.steady(began + margin, ended - margin)
+        results.append(FanOutMemory(how, store_peak - store_before, held.pss - report.baseline.pss,
+                                    held.rss - report.baseline.rss, report))
+    del kept
+    return results[0], results[1]
+
+
+@dataclass(frozen=True)
+class Pitfall:
+    """A real error: where it was raised, its type and message."""
+
+    where: str
+    error_type: str
+    message: str
+
+
+def read_only_pitfalls(ref, threshold: float = 0.5) -> list[Pitfall]:
+    """Write into an array from the object store, in the driver and in a task; catch what is raised."""
+    import ray
+
+    caught = []
+    view = ray.get(ref)
+    try:
+        view[view < threshold] = 0.0
+    except ValueError as error:
+        caught.append(Pitfall("driver: ray.get(ref) then write", type(error).__name__, str(error)))
+    try:
+        ray.get(remote(ray_tasks.zero_small_values_in_place).remote(ref, threshold))
+    except ray.exceptions.RayTaskError as error:
+        cause = error.cause
+        caught.append(Pitfall("task: write into its argument",
+                              f"{type(error).__name__} caused by {type(cause).__name__}", str(cause)))
+    return caught
+
+
+def zeroed_in_a_copy(ref, threshold: float = 0.5) -> int:
+    """The fix, in a task: copy, then write. Returns how many values the task set to zero."""
+    import ray
+
+    return ray.get(remote(ray_tasks.zero_small_values_in_a_copy).remote(ref, threshold))
+
+
+def dtype_variants(n_bytes: int) -> dict[str, np.ndarray]:
+    """Arrays of about ``n_bytes`` each, random data: plain float64, a structured array of plain
+    fields, the same as ``np.recarray``, a structured array with a datetime64 field, datetime64."""
+    rng = np.random.default_rng(3)
+    n = max(1, n_bytes // 16)
+    plain = rng.random(n * 2)
+    fields = np.empty(n, dtype=[("x", "f8"), ("n", "i8")])
+    fields["x"], fields["n"] = rng.random(n), rng.integers(0, 1000, n)
+    stamped = np.empty(n, dtype=[("x", "f8"), ("t", "M8[ns]")])
+    stamped["x"] = rng.random(n)
+    stamped["t"] = np.datetime64("2024-01-01", "ns") + rng.integers(0, 10**15, n).astype("m8[ns]")
+    return {
+        "float64": plain,
+        "structured (f8, i8)": fields,
+        "np.recarray (f8, i8)": fields.view(np.recarray),
+        "structured with datetime64": stamped,
+        "datetime64": stamped["t"].copy(),
+    }
+
+
+def out_of_band_buffers(array: np.ndarray) -> int:
+    """How many buffers pickle protocol 5 hands out of band for ``array`` (1: zero copy possible,
+    0: the bytes go inside the pickle, so a reader gets its own copy)."""
+    buffers: list = []
+    pickle.dumps(array, protocol=5, buffer_callback=buffers.append)
+    return len(buffers)
+
+
+def what_workers_get(arrays: dict[str, np.ndarray]) -> dict[str, dict]:
+    """For each array: ``ray.put`` it, let a task ``ray.get`` it; what the task got (read-only?
+    in the object store's mapping?), how long its get took, and pickle's out-of-band count."""
+    import ray
+
+    rows = {}
+    for name, array in arrays.items():
+        ref = ray.put(array)
+        facts = ray.get(remote(ray_tasks.facts_after_get).remote([ref]))
+        rows[name] = {**facts, "out_of_band_buffers": out_of_band_buffers(array), "bytes": array.nbytes}
+        del ref
+    return rows
+
+
+@dataclass(frozen=True)
+class NodeRead:
+    """One read of the driver's object in a task pinned to a node: how long ``ray.get`` took
+    there, whether the array was in that node's store, the nodes holding a copy afterwards,
+    and how much each node's memory (PSS of its raylet and workers) grew since the put."""
+
+    label: str
+    node: int
+    get_seconds: float
+    in_object_store: bool
+    copies_on: list[int]
+    node_pss_growth: list[float]
+
+
+def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) -> list[NodeRead]:
+    """``ray.put`` on the head (the driver's node), then read it in a task on each node of
+    ``plan`` (label, node index) in turn."""
+    import ray
+
+    before = [node_memory(node).pss for node in nodes.nodes]
+    ref = ray.put(array)
+    reads = []
+    for label, index in plan:
+        node = nodes.nodes[index]
+        task = remote(ray_tasks.facts_after_get).options(scheduling_strategy=node.pinned())
+        facts = ray.get(task.remote([ref]))
+        growth = [node_memory(n).pss - b for n, b in zip(nodes.nodes, before, strict=True)]
+        reads.append(NodeRead(label, index, facts["get_seconds"], facts["in_object_store"],
+                              copies_on(ref, nodes), growth))
+    del ref
+    return reads
+
+
+def put_and_get_per_node(nodes, n_bytes: int, repeat: int = 3) -> dict[int, dict]:
+    """In a task on each node: median seconds of ``ray.put`` and ``ray.get`` into that node's own
+    store, with the folder the store lives in (/dev/shm, or a file on disk)."""
+    import ray
+
+    rows = {}
+    for node in nodes.nodes:
+        task = remote(ray_tasks.time_put_and_get).options(scheduling_strategy=node.pinned())
+        rows[node.index] = {**ray.get(task.remote(n_bytes, repeat)), "store_directory": node.store_directory}
+    return rows

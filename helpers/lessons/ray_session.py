@@ -1,0 +1,322 @@
+"""Start and stop Ray for the lessons: a local instance or a local multi-node cluster, sized from
+``helpers.measure.config``, in temp folders of ours, and torn down completely (processes, folders) on exit.
+
+``ray_available`` says whether Ray imports, ``object_store_bytes_for`` sizes an object store
+(bytes), ``ray_session`` and ``local_cluster`` are the context managers; both yield a
+``RayNodes`` (the nodes, head first, each with its raylet's pid and where its store lives).
+Ray is imported lazily, so importing ``helpers`` never needs it.
+
+What Ray 2.60 would leave behind without care, and what we do about it: a token file
+(~/.ray/auth_token; we hand Ray a token in ``RAY_AUTH_TOKEN`` instead), /tmp/ray (sessions, logs,
+sockets, ``ray_current_cluster``; we point ``RAY_TMPDIR`` and ``_temp_dir`` at a ``sal-ray-*``
+folder and remove it), worker processes that outlive the raylet for a moment (we wait for every
+process Ray started, and kill by pid what is still there after 10 s). The store's file in
+/dev/shm is unlinked by Ray as soon as it is mapped, so ``ls /dev/shm`` never shows it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from helpers.measure import system
+from helpers.measure.leftovers import TEMP_PREFIX
+from helpers.measure.units import MiB
+
+# Ray refuses a smaller object store (ray._private.ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES).
+RAY_MINIMUM_STORE_BYTES = 75 * MiB
+# Copies of the array a lesson's store must hold at once: one per task of a by-value fan-out
+# (Ray stores each large argument once per call), one ray.put, one to spare; then 25% headroom.
+SPARE_COPIES = 2
+HEADROOM = 1.25
+MAX_SHARE_OF_AVAILABLE = 0.5  # never give the store more than this share of the memory available
+SHUTDOWN_TIMEOUT_SECONDS = 10.0
+_STORE_LINE = re.compile(r"\] \(raylet\) store_runner\.cc:\d+: Starting object store with directory ([^,]+),")
+
+
+def ray_available() -> str | None:
+    """None if Ray imports here, else the reason it does not (a sentence for the reader)."""
+    try:
+        import ray  # noqa: F401
+    except Exception as error:  # ImportError, or a broken install raising something else
+        return f"Ray is not usable here ({type(error).__name__}: {error}); install it with pip install 'ray'"
+    return None
+
+
+def object_store_bytes_for(array_bytes: int, n_workers: int) -> int:
+    """Object-store size in bytes for a fan-out of ``array_bytes`` to ``n_workers`` tasks.
+
+    Room for ``n_workers + 2`` copies with 25% headroom, never below Ray's minimum (75 MiB) and
+    never above half the memory available now (whole MiB). On Binder (64 MiB /dev/shm) even the
+    minimum does not fit in /dev/shm: Ray then keeps the store in a file under its temp folder.
+    """
+    if array_bytes < 0 or n_workers < 1:
+        raise ValueError(f"need array_bytes >= 0 and n_workers >= 1, got {array_bytes}, {n_workers}")
+    wanted = int((n_workers + SPARE_COPIES) * array_bytes * HEADROOM)
+    cap = int(system.available_memory() * MAX_SHARE_OF_AVAILABLE)
+    size = max(RAY_MINIMUM_STORE_BYTES, min(wanted, cap))
+    return -(-size // MiB) * MiB
+
+
+def shm_fits(object_store_bytes: int) -> bool:
+    """True when /dev/shm has room for a store of this many bytes: Ray's own test before it
+    falls back to a file in its temp folder (with a warning in the log)."""
+    free = system.shm_free()
+    return free is not None and free >= object_store_bytes
+
+
+@dataclass(frozen=True)
+class RayNode:
+    """One Ray node: its id (hex), its raylet's pid, and the folder its object store lives in."""
+
+    index: int
+    node_id: str
+    raylet_pid: int
+    store_directory: str
+
+    def pinned(self):
+        """A scheduling strategy that runs a task on this node and nowhere else."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return NodeAffinitySchedulingStrategy(self.node_id, soft=False)
+
+
+@dataclass(frozen=True)
+class RayNodes:
+    """What ``ray_session``/``local_cluster`` started: the nodes (head first), the address to
+    connect to, and the folders of ours Ray writes in (removed on exit; the temp folder first)."""
+
+    nodes: tuple[RayNode, ...]
+    address: str
+    folders: tuple[Path, ...]
+
+    @property
+    def temp_dir(self) -> Path:
+        return self.folders[0]
+
+    @property
+    def head(self) -> RayNode:
+        return self.nodes[0]
+
+
+def ray_descendants(include_zombies: bool = False) -> list[psutil.Process]:
+    """Every descendant of this process: Ray's gcs_server, raylets, their workers, ... Zombies
+    (exited, not yet reaped by their parent) only with ``include_zombies``."""
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+    if include_zombies:
+        return children
+    return [child for child in children if _status(child) not in (psutil.STATUS_ZOMBIE, "gone")]
+
+
+def _status(process: psutil.Process) -> str:
+    try:
+        return process.status()
+    except psutil.Error:
+        return "gone"
+
+
+def _store_directory(session_dir: str, raylet_pid: int) -> str:
+    """Where this raylet put its object store, read from its log line 'Starting object store ...'."""
+    for log in sorted(Path(session_dir, "logs").glob("raylet*.out")):
+        for line in log.read_text(errors="replace").splitlines():
+            match = _STORE_LINE.search(line)
+            if match and f" {raylet_pid} {raylet_pid}]" in line:
+                return match.group(1)
+    return "unknown"
+
+
+def _describe_node(index: int, node) -> RayNode:
+    """A RayNode from one of Ray's ``ray._private.node.Node`` objects (our process started it)."""
+    raylet_pid = node.all_processes["raylet"][0].process.pid
+    return RayNode(index, node.node_id, raylet_pid, _store_directory(node.get_session_dir_path(), raylet_pid))
+
+
+@contextlib.contextmanager
+def _ray_environment(temp_dir: Path) -> Iterator[None]:
+    """Environment for Ray while a session runs, restored on exit.
+
+    Ray 2.60 turns token authentication on for a new local cluster and writes a token to
+    ~/.ray/auth_token (a file that outlives the session): we keep the authentication but hand
+    Ray a fresh token in ``RAY_AUTH_TOKEN``, so nothing is written. ``RAY_TMPDIR`` keeps every
+    default folder (``ray_current_cluster`` too) in ours. Usage statistics stay off.
+    """
+    wanted = {
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": secrets.token_hex(16),
+        "RAY_TMPDIR": str(temp_dir),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    saved = {name: os.environ.get(name) for name in wanted}
+    ray_logger = logging.getLogger("ray")
+    saved_level = ray_logger.level
+    os.environ.update(wanted)
+    _reload_ray_settings()
+    ray_logger.setLevel(logging.WARNING)  # Ray's INFO lines (e.g. about the store folder) stay quiet
+    try:
+        yield
+    finally:
+        ray_logger.setLevel(saved_level)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        _reload_ray_settings()
+
+
+def _reload_ray_settings() -> None:
+    """Make this process's Ray re-read RAY_AUTH_* (it caches them on import), as Ray itself does."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+@contextlib.contextmanager
+def _cleaned_up(folders: list[Path], stop) -> Iterator[None]:
+    """On exit: ``stop()`` Ray, wait for (or kill, by pid) every process it started, remove ``folders``."""
+    before = {process.pid for process in ray_descendants(include_zombies=True)}
+    started: dict[int, psutil.Process] = {}
+
+    def remember() -> list[psutil.Process]:
+        """Add descendants not seen yet (zombies too: waiting on them reaps them); return them."""
+        new = [p for p in ray_descendants(include_zombies=True) if p.pid not in before | started.keys()]
+        started.update((process.pid, process) for process in new)
+        return new
+
+    try:
+        yield
+    finally:
+        remember()
+        try:
+            stop()
+        finally:
+            _wait_or_kill(list(started.values()))
+            while new := remember():  # a process started while Ray stopped (a worker, a reaper)
+                _wait_or_kill(new)
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wait_or_kill(processes: list[psutil.Process]) -> None:
+    """Wait for ``processes`` to end (reaping our children), kill by pid what is left after 10 s."""
+    _, alive = psutil.wait_procs(processes, timeout=SHUTDOWN_TIMEOUT_SECONDS)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=SHUTDOWN_TIMEOUT_SECONDS)
+
+
+def _new_temp_dir(parent: str | Path | None = None) -> Path:
+    """A fresh ``sal-ray-*`` folder (short: Ray's socket paths must stay under 108 characters)."""
+    if parent is None:
+        parent = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+    return Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}ray-", dir=parent))
+
+
+def _settings(num_cpus: int | None, object_store_bytes: int | None) -> tuple[int, int]:
+    from helpers.measure import config
+
+    if ray_available() is not None:
+        raise RuntimeError(ray_available())
+    import ray
+
+    if ray.is_initialized():
+        raise RuntimeError("Ray is already running in this process; call ray.shutdown() first")
+    num_cpus = num_cpus or config.n_workers()
+    if object_store_bytes is None:
+        object_store_bytes = object_store_bytes_for(config.array_bytes(), num_cpus)
+    return num_cpus, object_store_bytes
+
+
+@contextlib.contextmanager
+def ray_session(num_cpus: int | None = None, object_store_bytes: int | None = None,
+                **init_kwargs) -> Iterator[RayNodes]:
+    """Start a local Ray with ``ray.init``; yield its ``RayNodes``; always shut it down.
+
+    ``num_cpus`` defaults to ``config.n_workers()``, ``object_store_bytes`` to
+    ``object_store_bytes_for(config.array_bytes(), num_cpus)``. The dashboard is off, workers'
+    output is not forwarded, everything Ray writes goes to a ``sal-ray-*`` temp folder that is
+    removed on exit with every process Ray started (also on error or Ctrl-C). Where /dev/shm is
+    too small for the store, Ray itself puts it in a file in that folder and logs a warning.
+    """
+    num_cpus, object_store_bytes = _settings(num_cpus, object_store_bytes)
+    import ray
+
+    temp_dir = _new_temp_dir()
+    settings = {
+        "num_cpus": num_cpus,
+        "object_store_memory": object_store_bytes,
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+        "_temp_dir": str(temp_dir),
+        **init_kwargs,
+    }
+    with _ray_environment(temp_dir), _cleaned_up([temp_dir], ray.shutdown):
+        context = ray.init(**settings)
+        node = ray._private.worker._global_node
+        yield RayNodes((_describe_node(0, node),), context.address_info["address"], (temp_dir,))
+
+
+@contextlib.contextmanager
+def local_cluster(n_nodes: int = 2, cpus_per_node: int = 1, object_store_bytes: int | None = None,
+                  disk_store_nodes: int = 0) -> Iterator[RayNodes]:
+    """Start ``n_nodes`` Ray nodes on this machine (``ray.cluster_utils.Cluster``), connect this
+    process to the head, yield their ``RayNodes`` (head first); always shut everything down.
+
+    Each node has ``cpus_per_node`` CPUs and its own object store of ``object_store_bytes``
+    (default: sized for the lesson's array and one worker). The last ``disk_store_nodes`` nodes
+    keep their store in a file in a folder on disk (``helpers.lessons.memmap.disk_parent()``) instead of
+    /dev/shm: what Ray falls back to when /dev/shm is too small.
+    """
+    if n_nodes < 1 or not 0 <= disk_store_nodes <= n_nodes - 1:
+        raise ValueError(f"need n_nodes >= 1 and 0 <= disk_store_nodes < n_nodes, got {n_nodes}, "
+                         f"{disk_store_nodes}")
+    _, object_store_bytes = _settings(cpus_per_node, object_store_bytes)
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from helpers.lessons.memmap import disk_parent
+
+    temp_dir = _new_temp_dir()
+    folders = [temp_dir]
+    clusters: list[Cluster] = []
+
+    def stop() -> None:
+        try:
+            ray.shutdown()
+        finally:
+            for cluster in clusters:
+                cluster.shutdown()
+
+    common = {"num_cpus": cpus_per_node, "object_store_memory": object_store_bytes,
+              "include_log_monitor": False}
+    with _ray_environment(temp_dir), _cleaned_up(folders, stop):
+        cluster = Cluster(shutdown_at_exit=True)
+        clusters.append(cluster)
+        added = [cluster.add_node(**common, include_dashboard=False, no_monitor=True,
+                                  temp_dir=str(temp_dir / "ray"))]
+        for index in range(1, n_nodes):
+            extra = {}
+            if index >= n_nodes - disk_store_nodes:
+                folders.append(_new_temp_dir(disk_parent()))
+                extra["plasma_directory"] = str(folders[-1])
+            added.append(cluster.add_node(**common, **extra))
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
+        yield RayNodes(tuple(_describe_node(i, node) for i, node in enumerate(added)), cluster.address,
+                       tuple(folders))

@@ -1,0 +1,272 @@
+"""The pitfalls of ``multiprocessing.shared_memory``, each shown for real in a separate process.
+
+Lesson 06 shows what goes wrong without putting its own kernel at risk: every demonstration that
+may unlink a segment behind our back, crash (SIGSEGV) or be killed (SIGBUS) runs in a fresh
+Python interpreter started with ``subprocess``, and the caller gets a ``ChildOutcome`` back
+(exit status, what it printed, whether the segment still exists afterwards). Also here:
+``attach_and_hold_in_workers``, which holds workers idle and then attached, so the memory a
+shared array costs can be measured between two steady states.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from multiprocessing.shared_memory import SharedMemory
+
+import numpy as np
+
+from helpers.lessons import workers
+from helpers.measure.leftovers import SHM_DIR
+from helpers.measure.units import MiB
+from helpers.shared.shm import ArrayHandle, SharedNDArray
+
+CHILD_TIMEOUT_SECONDS = 60.0
+SMALL_DEV_SHM = "8m"  # the private tmpfs size for the SIGBUS demonstration (mount's notation)
+OVERSIZED_SEGMENT_BYTES = 16 * MiB  # twice that tmpfs
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """How a child interpreter ended: exit status (negative: killed by that signal), its output,
+    and whether the segment it used still existed afterwards (None where that does not apply)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    segment_exists_after: bool | None = None
+
+    @property
+    def signal_name(self) -> str | None:
+        """'SIGSEGV', 'SIGBUS', ... when a signal killed the child, else None."""
+        if self.returncode >= 0:
+            return None
+        try:
+            return signal.Signals(-self.returncode).name
+        except ValueError:
+            return f"signal {-self.returncode}"
+
+    @property
+    def warnings(self) -> list[str]:
+        """The warning lines the child printed, without the file path in front ('UserWarning: ...')."""
+        return [line[line.index(": ") + 2:].strip() if line.startswith("/") else line.strip()
+                for line in self.stderr.splitlines() if "Warning: " in line]
+
+
+def run_python(code: str, *args: str, timeout: float = CHILD_TIMEOUT_SECONDS) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter of this environment (``sys.executable -c``); capture output."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _outcome(result: subprocess.CompletedProcess, segment: str | None = None) -> ChildOutcome:
+    exists = (SHM_DIR / segment).exists() if segment is not None else None
+    return ChildOutcome(result.returncode, result.stdout, result.stderr, exists)
+
+
+ATTACH_WITH_STDLIB = """
+    import sys
+    from multiprocessing import shared_memory
+    import numpy as np
+    segment = shared_memory.SharedMemory(name=sys.argv[1])
+    view = np.ndarray((int(sys.argv[2]),), dtype=np.float64, buffer=segment.buf)
+    print(float(view.sum()))
+    del view
+    segment.close()
+"""
+
+ATTACH_WITH_HELPERS = """
+    import pickle, sys
+    from helpers.shared.shm import attach
+    with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as view:
+        print(float(view.sum()))
+"""
+
+
+def attach_and_exit(handle: ArrayHandle, way: str) -> ChildOutcome:
+    """A fresh interpreter attaches a 1-D float64 shared array, prints its sum and exits cleanly.
+
+    ``way='stdlib'``: ``SharedMemory(name=...)``, which on Python 3.8-3.12 registers the segment
+    with the child's own resource tracker, so the child's exit unlinks it and warns of a "leak".
+    ``way='helpers'``: ``helpers.shared.shm.attach``, which does not register it.
+    """
+    if way == "stdlib":
+        result = run_python(ATTACH_WITH_STDLIB, handle.name, str(handle.shape[0]))
+    elif way == "helpers":
+        result = run_python(ATTACH_WITH_HELPERS, pickle.dumps(handle).hex())
+    else:
+        raise ValueError(f"way must be 'stdlib' or 'helpers', got {way!r}")
+    return _outcome(result, handle.name)
+
+
+VIEW_POINTERS_AS_OBJECTS = """
+    import pickle, sys
+    import numpy as np
+    from helpers.shared.shm import attach
+    with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as pointers:
+        items = np.ndarray(pointers.shape, dtype=object, buffer=pointers)
+        print("viewed the segment as dtype=object", flush=True)
+        print("first item:", repr(items[0]), flush=True)
+"""
+
+
+def dereference_objects_elsewhere(objects: np.ndarray) -> ChildOutcome:
+    """Put an object array's raw bytes (pointers into this process's heap) in a segment, and let
+    a fresh interpreter view them as dtype=object and print an item: it reads through pointers
+    into memory it does not have (usually SIGSEGV; by chance it may read garbage)."""
+    if objects.dtype != object:
+        raise TypeError(f"expected an object array, got dtype {objects.dtype}")
+    pointers = np.frombuffer(objects.tobytes(), dtype=np.uintp)  # what the segment would hold
+    with SharedNDArray.copy_of(pointers) as shared:
+        result = run_python(VIEW_POINTERS_AS_OBJECTS, pickle.dumps(shared.handle).hex())
+    return _outcome(result)
+
+
+def private_dev_shm_unavailable() -> str | None:
+    """Why a private, small /dev/shm cannot be made here (None when it can: root and unshare)."""
+    if shutil.which("unshare") is None:
+        return "the unshare command is missing"
+    if os.geteuid() != 0:
+        return "mounting a private tmpfs needs root"
+    result = run_in_small_dev_shm("pass")
+    if result.returncode != 0:
+        return f"unshare --mount failed: {result.stderr.strip() or result.returncode}"
+    return None
+
+
+def run_in_small_dev_shm(code: str, *args: str, size: str = SMALL_DEV_SHM) -> subprocess.CompletedProcess:
+    """Run Python ``code`` in a private mount namespace whose /dev/shm is a fresh tmpfs of ``size``.
+
+    Nothing outside sees that tmpfs; it disappears with the process. The interpreter replaces
+    the shell (``exec``), so a signal that kills it shows as a negative return code.
+    """
+    script = f'mount -t tmpfs -o size={size} tmpfs /dev/shm && exec {sys.executable} -c "$0" "$@"'
+    return subprocess.run([shutil.which("unshare") or "unshare", "--mount", "sh", "-c", script,
+                           textwrap.dedent(code), *args],
+                          capture_output=True, text=True, timeout=CHILD_TIMEOUT_SECONDS)
+
+
+WRITE_WITH_STDLIB = """
+    import sys
+    from multiprocessing import shared_memory
+    import numpy as np
+    segment = shared_memory.SharedMemory(create=True, size=int(sys.argv[1]))
+    print("created a segment of", segment.size, "bytes", flush=True)
+    view = np.ndarray((segment.size,), dtype=np.uint8, buffer=segment.buf)
+    view[::4096] = 1  # the first write to each page needs a page of /dev/shm
+    print("wrote every page", flush=True)
+"""
+
+CREATE_WITH_HELPERS = """
+    import sys
+    from helpers.shared.shm import SharedNDArray
+    try:
+        with SharedNDArray.create(int(sys.argv[1]), "u1") as shared:
+            shared.array[:] = 1
+            print("wrote every page", flush=True)
+    except MemoryError as error:
+        print(f"{type(error).__name__}: {error}", flush=True)
+"""
+
+
+def overfill_small_dev_shm(way: str, n_bytes: int = OVERSIZED_SEGMENT_BYTES) -> ChildOutcome:
+    """In a private /dev/shm of SMALL_DEV_SHM, create a segment of ``n_bytes`` and write every page.
+
+    ``way='stdlib'``: ``SharedMemory(create=True)`` succeeds (the size is only a promise) and the
+    first write past the free space kills the process with SIGBUS. ``way='helpers'``:
+    ``SharedNDArray.create`` checks and reserves the pages first, so it raises MemoryError.
+    """
+    code = {"stdlib": WRITE_WITH_STDLIB, "helpers": CREATE_WITH_HELPERS}.get(way)
+    if code is None:
+        raise ValueError(f"way must be 'stdlib' or 'helpers', got {way!r}")
+    return _outcome(run_in_small_dev_shm(code, str(n_bytes)))
+
+
+def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, report=None,
+                               hold_seconds: float = 1.5, timeout: float = CHILD_TIMEOUT_SECONDS) -> None:
+    """Start ``n_workers`` processes; hold them idle, then let each attach the shared array and
+    read every page, and hold again; then release and join them.
+
+    Marks ``'workers idle holding'``/``'workers idle end'`` and ``'workers attached holding'``/
+    ``'workers attached end'`` on a MemoryReport when given (see ``helpers.lessons.demos.increase``).
+    """
+    from helpers.lessons.demos import hold, join_or_kill, wait_until_ready
+
+    go, release = context.Event(), context.Event()
+    started = [context.Event() for _ in range(n_workers)]
+    attached = [context.Event() for _ in range(n_workers)]
+    processes = [context.Process(target=attach_on_go_and_hold, args=(handle, s, go, a, release))
+                 for s, a in zip(started, attached, strict=True)]
+    try:
+        for process in processes:
+            process.start()
+        wait_until_ready(started, processes, timeout)
+        for state, events in (("workers idle", None), ("workers attached", attached)):
+            if events is not None:
+                go.set()
+                wait_until_ready(events, processes, timeout)
+            if report is not None:
+                hold(report, state, hold_seconds)
+            else:
+                time.sleep(hold_seconds)
+    finally:
+        go.set()
+        release.set()
+        join_or_kill(processes, timeout)
+
+
+# --- Worker functions (run in child processes; importable by name under spawn and forkserver) ---
+
+
+def sum_segment_slice(name: str, n_items: int, start: int, stop: int) -> float:
+    """Attach a stdlib ``SharedMemory`` segment by name, view ``n_items`` float64, sum ``[start:stop]``.
+
+    The by-hand way: under spawn the worker shares its parent's resource tracker, so attaching
+    by name here neither unlinks nor warns (an unrelated process would: see helpers.lessons.shared_memory).
+    """
+    segment = SharedMemory(name=name)
+    try:
+        view = np.ndarray((n_items,), dtype=np.float64, buffer=segment.buf)
+        total = float(np.sum(view[start:stop]))
+        del view
+        return total
+    finally:
+        segment.close()
+
+
+def nansum_field_slice(handle, field: str, start: int, stop: int) -> float:
+    """Attach a shared record array and return ``np.nansum`` of one numeric field over ``[start:stop]``."""
+    from helpers.shared.shm import attach
+
+    with attach(handle) as records:
+        return float(np.nansum(records[field][start:stop]))
+
+
+def field_digest(handle, field: str) -> str:
+    """SHA-256 (hex) of one field's bytes of a shared record array, as this worker reads them."""
+    import hashlib
+
+    from helpers.shared.shm import attach
+
+    with attach(handle) as records:
+        return hashlib.sha256(np.ascontiguousarray(records[field]).tobytes()).hexdigest()
+
+
+def attach_on_go_and_hold(handle, started, go, attached, release) -> None:
+    """Say ``started`` (idle, nothing attached); on ``go`` attach the shared array and read every
+    page, say ``attached``; hold the mapping until ``release`` is set."""
+    from helpers.shared.shm import attach
+
+    started.set()
+    go.wait()
+    with attach(handle) as array:
+        workers.touch_pages(array)
+        attached.set()
+        release.wait()

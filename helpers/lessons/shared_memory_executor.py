@@ -1,0 +1,303 @@
+"""Lesson 07's building blocks: the shared-memory executor in a few lines, and what we measure of it.
+
+``submit_with_handles`` (the idea by hand), ``copy_floors`` (the two copies a round trip is compared
+with), ``time_round_trips`` (first call, warm, already shared), ``fan_out_memory`` (the tree's PSS
+while every worker holds the same array), ``callers_view`` (what callbacks and waiting threads see),
+and, in a fresh interpreter, ``globals_after_use`` and ``kill_program_mid_task`` (the faults of a
+widely used package of this kind: a global ``Future`` monkeypatch; segments left by a killed
+program). Times are seconds, sizes bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import psutil
+
+from helpers.lessons import workers
+from helpers.lessons.demos import SETTLE_SECONDS, hold, increase
+from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
+from helpers.measure.memory import MemoryReport, track_memory
+from helpers.measure.timing import Timing, stopwatch, time_it
+from helpers.shared import process_alive
+from helpers.shared.shm import SharedNDArray
+
+CHILD_TIMEOUT_SECONDS = 60.0
+
+
+class Batch(NamedTuple):
+    """A namedtuple the workers can import (one defined in a notebook lives in ``__main__``)."""
+
+    images: np.ndarray
+    labels: np.ndarray
+
+
+def submit_with_handles(executor, fn, array: np.ndarray, *args):
+    """Run ``fn(array, *args)`` in ``executor`` with ``array`` sent as a handle; return the result
+    (it waits for it, so that it can unlink the segment in ``finally``)."""
+    shared = SharedNDArray.copy_of(array)  # 1. copy the array into a new segment
+    try:  # 2. send its handle (a name, a shape, a dtype), not its bytes
+        future = executor.submit(workers.call_on_handle, fn, shared.handle, *args)
+        return future.result()  # 3. wait: the worker is reading our segment
+    finally:
+        shared.close()  # 4. whatever happened, remove the segment
+        shared.unlink()
+
+
+@dataclass(frozen=True)
+class RoundTrips:
+    """Seconds of ``submit(echo, array).result()``: the ``first`` call of this size, ``warm`` calls, and
+    calls with the array already in a SharedNDArray (``shared``; None when not measured)."""
+
+    first: float
+    warm: Timing
+    shared: Timing | None
+
+
+def time_round_trips(executor, array: np.ndarray, repeat: int = 5, warmup: int = 1,
+                     shared: bool = True) -> RoundTrips:
+    """Time round trips of ``array`` through ``executor`` (its start-up excluded: a tiny task first)."""
+    executor.submit(workers.echo, None).result()
+
+    def round_trip(value=array) -> None:
+        executor.submit(workers.echo, value).result()
+
+    with stopwatch() as first:
+        round_trip()
+    warm = time_it(round_trip, repeat=repeat, warmup=warmup)
+    already = None
+    if shared:
+        with SharedNDArray.copy_of(array) as in_shared_memory:
+            already = time_it(lambda: round_trip(in_shared_memory.array), repeat=repeat, warmup=warmup)
+    return RoundTrips(first.seconds, warm, already)
+
+
+@dataclass(frozen=True)
+class FanOutMemory:
+    """The tree while every worker holds a tiny array ('idle'), then the array ('fan-out'); ``grew``:
+    bytes each measure grew between the two steady windows (``demos.increase``)."""
+
+    report: MemoryReport
+    grew: dict[str, float | None]
+    array_bytes: int
+
+    @property
+    def pss_added_in_arrays(self) -> float:
+        """Tree PSS the fan-out added, in arrays."""
+        return self.grew["tree PSS sum"] / self.array_bytes
+
+
+def fan_out_memory(executor_class, context, n_workers: int, array: np.ndarray,
+                   hold_seconds: float = 1.0, **executor_kwargs) -> FanOutMemory:
+    """Submit ``array`` to ``n_workers`` tasks of a new ``executor_class`` pool; each reads every
+    page and holds it while ``track_memory`` samples the tree (pool start-up not in the windows)."""
+    ready, release = context.Semaphore(0), context.Event()
+    tiny = np.random.default_rng(0).random(8)
+    with executor_class(n_workers, mp_context=context, initializer=remember_hold_signals,
+                        initargs=(ready, release), **executor_kwargs) as executor:
+        with track_memory() as report:
+            for label, argument in (("idle", tiny), ("fan-out", array)):
+                release.clear()
+                futures = [executor.submit(hold_argument, argument) for _ in range(n_workers)]
+                try:
+                    _wait_for_holders(ready, n_workers, futures)
+                    time.sleep(SETTLE_SECONDS)
+                    hold(report, label, hold_seconds)
+                finally:
+                    release.set()
+                for future in futures:
+                    future.result()
+    return FanOutMemory(report, increase(report, "idle", "fan-out"), array.nbytes)
+
+
+def _wait_for_holders(ready, n_workers: int, futures) -> None:
+    deadline = time.monotonic() + CHILD_TIMEOUT_SECONDS
+    for _ in range(n_workers):
+        while not ready.acquire(timeout=0.05):
+            for failed in [future for future in futures if future.done()]:  # before release, only by failing
+                failed.result()  # raises the task's error (a worker died, a pickling error ...)
+            if time.monotonic() > deadline:
+                raise RuntimeError("the tasks did not all hold their array in time")
+
+
+@dataclass(frozen=True)
+class CallersView:
+    """What each way of waiting saw of one future: the result's type in a done callback and in
+    threads blocked on ``result()``, and the bytes the pool still had lent when the callback ran."""
+
+    callback_saw: str
+    threads_saw: list[str]
+    lent_bytes_in_callback: int
+
+
+def callers_view(executor, array: np.ndarray, n_threads: int = 4) -> CallersView:
+    """Watch ``echo(array)`` from a done callback and ``n_threads`` waiting threads; and read the pool's
+    lent bytes in the done callback of a sum (which keeps no view): was its segment back already?"""
+    lent: list[int] = []
+
+    def record_lent(done) -> None:
+        executor.segment_pool.collect()
+        lent.append(executor.segment_pool.lent_bytes)
+
+    summed = executor.submit(workers.sum_array, array)
+    summed.add_done_callback(record_lent)
+    summed.result()
+    seen, in_callback = [], []  # type names of the result, seen by the threads and by the callback
+    future = executor.submit(workers.echo, array)
+    threads = [threading.Thread(target=lambda: seen.append(type(future.result()).__name__))
+               for _ in range(n_threads)]
+    for thread in threads:
+        thread.start()
+    future.add_done_callback(lambda done: in_callback.append(type(done.result()).__name__))
+    for thread in threads:
+        thread.join()
+    return CallersView(in_callback[0], seen, lent[0])
+
+
+UNTOUCHED_AFTER_USE = """
+    import concurrent.futures as cf, concurrent.futures._base as base, multiprocessing as mp
+    import numpy as np
+    names = {"concurrent.futures.Future": lambda: cf.Future,
+             "concurrent.futures._base.Future": lambda: base.Future,
+             "Future.set_result": lambda: base.Future.set_result,
+             "ProcessPoolExecutor": lambda: cf.ProcessPoolExecutor,
+             "ProcessPoolExecutor.submit": lambda: cf.ProcessPoolExecutor.submit}
+    before = {name: get() for name, get in names.items()}
+    from helpers.lessons import workers
+    from helpers.shared.executor import SharedMemoryExecutor
+    with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor, cf.ThreadPoolExecutor(1) as threads:
+        executor.submit(workers.sum_array, np.random.default_rng(0).random(2**18)).result()
+        thread_future = threads.submit(sum, [1, 2])
+    for name, get in names.items():
+        print(f"{name}\\t{get() is before[name]}")
+    print(f"the class of a thread pool's futures\\t{type(thread_future) is cf.Future}")
+"""
+
+
+def globals_after_use() -> dict[str, bool]:
+    """In a fresh interpreter: is each stdlib name the same object after using the executor? (True: yes)"""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(UNTOUCHED_AFTER_USE)],
+                            capture_output=True, text=True, timeout=CHILD_TIMEOUT_SECONDS)
+    if result.returncode != 0:
+        raise RuntimeError(f"the check failed in the child: {result.stderr.strip()}")
+    return {name: answer == "True" for name, answer in
+            (line.split("\t") for line in result.stdout.splitlines())}
+
+
+KILLED_PROGRAM = """
+    import multiprocessing as mp, sys, threading
+    from concurrent.futures import ProcessPoolExecutor
+    import numpy as np
+    from helpers.lessons import shared_memory_executor, workers
+    from helpers.shared.executor import SharedMemoryExecutor
+    n_items, n_tasks, way = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    array = np.random.default_rng(7).random(n_items)
+    if way == "executor":
+        executor = SharedMemoryExecutor(n_tasks, mp.get_context("spawn"))
+        futures = [executor.submit(shared_memory_executor.announce_then_sleep, array, 60.0)
+                   for _ in range(n_tasks)]
+        futures[0].result()
+    else:
+        pool = ProcessPoolExecutor(n_tasks, mp_context=mp.get_context("spawn"))
+        task = (pool, shared_memory_executor.announce_then_sleep, array, 60.0)
+        calls = [threading.Thread(target=shared_memory_executor.submit_with_handles, args=task)
+                 for _ in range(n_tasks)]
+        for call in calls:
+            call.start()
+        calls[0].join()
+"""
+
+
+@dataclass(frozen=True)
+class KillOutcome:
+    """A program SIGKILLed mid-task: its segments, those left after ``waited`` s, seconds until the last went
+    (None: not in the wait), its workers alive then (ended by us after), the tracker's warnings."""
+
+    segments: list[str]
+    left_after: list[str]
+    seconds_to_clean: float | None
+    waited: float
+    orphans: list[int]
+    tracker_warnings: list[str]
+
+
+def kill_program_mid_task(n_bytes: int, way: str = "executor", n_tasks: int = 2,
+                          wait_seconds: float = 10.0) -> KillOutcome:
+    """Run ``KILLED_PROGRAM`` in a fresh interpreter (``way``: 'executor', a SharedMemoryExecutor,
+    or 'hand-built', ``submit_with_handles`` on a stdlib pool), SIGKILL it once its ``n_tasks``
+    tasks are running, and poll /dev/shm for its segments for up to ``wait_seconds``."""
+    if way not in ("executor", "hand-built"):
+        raise ValueError(f"way must be 'executor' or 'hand-built', got {way!r}")
+    program = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(KILLED_PROGRAM), str(max(1, n_bytes // 8)), str(n_tasks), way],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker_pids: list[int] = []
+    try:
+        while len(worker_pids) < n_tasks:  # each task prints "running <pid>" once it has its array
+            line = program.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the program ended before its tasks ran, with code {program.wait()}")
+            worker_pids.append(int(line.removeprefix("running ")))
+        prefix = f"{SEGMENT_PREFIX}{program.pid}_"
+        segments = sorted(name for name in os.listdir(SHM_DIR) if name.startswith(prefix))
+        program.kill()
+        program.wait()  # reap it, as a shell would: until then the dead program is a zombie
+        killed_at, left = time.monotonic(), segments
+        while left and time.monotonic() - killed_at < wait_seconds:
+            time.sleep(0.01)
+            left = [name for name in segments if (SHM_DIR / name).exists()]
+        waited = time.monotonic() - killed_at
+        orphans = [pid for pid in worker_pids if process_alive(pid)]
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):  # still running (something failed): its workers
+            worker_pids += [child.pid for child in psutil.Process(program.pid).children()
+                            if "resource_tracker" not in " ".join(child.cmdline())]
+        program.kill()
+        for pid in worker_pids:  # an orphaned worker of that program: end it, so its tracker cleans up
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(pid).kill()
+        _, stderr = program.communicate(timeout=CHILD_TIMEOUT_SECONDS)  # ends when the tracker does
+    warnings = [line[line.index("resource_tracker:"):] for line in stderr.splitlines()
+                if "resource_tracker:" in line and "leaked" in line]
+    return KillOutcome(segments, left, None if left else waited, waited, orphans, warnings)
+
+
+# --- Worker functions (run in child processes; importable by name under spawn and forkserver) ---
+
+
+_hold_signals: tuple | None = None  # (ready semaphore, release event), set by remember_hold_signals
+
+
+def remember_hold_signals(ready, release) -> None:
+    """Pool initializer: keep the semaphore a task releases once it holds its argument, and the
+    event that ends the hold (synchronization objects cross only when a worker starts)."""
+    global _hold_signals
+    _hold_signals = (ready, release)
+
+
+def hold_argument(array: np.ndarray) -> int:
+    """Read every page of ``array``, signal that it is held, keep it until released; return its bytes."""
+    ready, release = _hold_signals
+    workers.touch_pages(array)
+    ready.release()
+    release.wait()
+    return int(array.nbytes)
+
+
+def announce_then_sleep(array: np.ndarray, seconds: float) -> int:
+    """Write 'running <pid>' to stdout, then sleep ``seconds`` holding ``array``: a task caught mid-flight.
+
+    One ``os.write`` per line: lines of several workers sharing a pipe never interleave.
+    """
+    os.write(1, f"running {os.getpid()}\n".encode())
+    time.sleep(seconds)
+    return int(array.nbytes)

@@ -1,0 +1,96 @@
+"""The sizes, worker counts and start methods every lesson, test and benchmark uses.
+
+Environment variables win (``LAB_ARRAY_MB``, ``LAB_WORKERS``, ``LAB_START_METHOD``); otherwise
+the defaults are read off this machine so that every lesson fits it, Binder's 2 GB RAM,
+one CPU and 64 MiB ``/dev/shm`` included.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+from helpers.measure import system
+from helpers.measure.units import MiB
+
+DEFAULT_CAP_BYTES = 128 * MiB  # keeps every lesson under a minute on a laptop
+MIN_ARRAY_BYTES = 1 * MiB
+# A lesson may hold the array, a pickled copy, a receive buffer and one copy per worker at once.
+COPIES_BESIDES_WORKERS = 4
+# Shared-memory lessons may hold the input and a result segment, with room to spare.
+SHM_SHARE = 4
+
+
+def n_workers() -> int:
+    """Worker processes per fan-out: ``LAB_WORKERS``, else the usable CPUs, at least 2."""
+    raw = os.environ.get("LAB_WORKERS")
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"LAB_WORKERS must be a whole number, got {raw!r}") from None
+        if value < 1:
+            raise ValueError(f"LAB_WORKERS must be at least 1, got {value}")
+        return value
+    return max(2, system.usable_cpus())
+
+
+def default_array_bytes(shm_copies: int = SHM_SHARE) -> int:
+    """The array size (bytes) that fits this machine: RAM, cgroup limit and /dev/shm, capped.
+
+    ``shm_copies``: how many arrays the lesson may keep in /dev/shm at once, with room to spare
+    (a lesson that holds more, such as 07's executor with its pool, asks for more).
+    """
+    ram_budget = system.available_memory() // (n_workers() + COPIES_BESIDES_WORKERS)
+    budget = min(DEFAULT_CAP_BYTES, ram_budget)
+    shm_free = system.shm_free()
+    if shm_free is not None:
+        budget = min(budget, shm_free // shm_copies)
+    whole_mib = (budget // MiB) * MiB
+    return max(MIN_ARRAY_BYTES, whole_mib)
+
+
+def array_bytes(shm_copies: int = SHM_SHARE) -> int:
+    """Bytes of the lesson's array: ``LAB_ARRAY_MB`` (mebibytes, 2**20 bytes) or the default
+    (``default_array_bytes(shm_copies)``)."""
+    raw = os.environ.get("LAB_ARRAY_MB")
+    if raw:
+        try:
+            mib = float(raw)
+        except ValueError:
+            raise ValueError(f"LAB_ARRAY_MB must be a number of MiB, got {raw!r}") from None
+        if mib <= 0:
+            raise ValueError(f"LAB_ARRAY_MB must be positive, got {mib}")
+        return max(8, int(mib * MiB) // 8 * 8)
+    return default_array_bytes(shm_copies)
+
+
+def array_length(itemsize: int = 8) -> int:
+    """Items in the lesson's array for an item size in bytes (float64 by default)."""
+    return max(1, array_bytes() // itemsize)
+
+
+def start_method(default: str) -> str:
+    """The start method a lesson uses: ``LAB_START_METHOD`` if set, else the lesson's ``default``.
+
+    Raises ValueError naming the methods this platform has when the choice is not one of them.
+    """
+    method = os.environ.get("LAB_START_METHOD") or default
+    available = multiprocessing.get_all_start_methods()
+    if method not in available:
+        raise ValueError(
+            f"start method {method!r} is not available here; choose one of {available}"
+        )
+    return method
+
+
+def describe(shm_copies: int = SHM_SHARE) -> str:
+    """One line naming the configured size, workers and where each value came from."""
+    from helpers.measure.units import format_bytes
+
+    size_source = "LAB_ARRAY_MB" if os.environ.get("LAB_ARRAY_MB") else "fits this machine"
+    worker_source = "LAB_WORKERS" if os.environ.get("LAB_WORKERS") else "usable CPUs, at least 2"
+    return (
+        f"array: {format_bytes(array_bytes(shm_copies))} ({size_source}); "
+        f"workers: {n_workers()} ({worker_source})"
+    )

@@ -1,0 +1,26 @@
+"""Byte and second formatting for humans; every helper stores raw bytes and seconds."""
+
+from helpers.shared.units import GiB, KiB, MiB, format_bytes
+
+__all__ = ["GiB", "KiB", "MiB", "format_bytes", "format_seconds", "format_rate"]
+
+
+def format_seconds(seconds: float) -> str:
+    """Format a duration as '850 ns', '35 µs', '12.5 ms', '1.3 s' or '2 min 5 s'."""
+    if seconds < 0:
+        return "-" + format_seconds(-seconds)
+    if seconds >= 120:
+        minutes, rest = divmod(seconds, 60)
+        return f"{minutes:.0f} min {rest:.0f} s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            value = seconds / scale
+            return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def format_rate(bytes_per_second: float) -> str:
+    """Format a throughput as 'x.y GiB/s' (or MiB/s below 1 GiB/s)."""
+    if bytes_per_second >= GiB:
+        return f"{bytes_per_second / GiB:.3g} GiB/s"
+    return f"{bytes_per_second / MiB:.3g} MiB/s"

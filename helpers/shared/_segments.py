@@ -1,0 +1,222 @@
+"""What the library's parts share: segment names, creating and mapping a segment, liveness, layouts.
+
+Private to ``helpers.shared``: ``shm``, ``transit``, ``executor``, ``lent_segments`` and
+``torch_reduction`` build on these; nothing outside the library imports them. Segment names carry
+our prefix and the creating process's pid, so ``sweep()`` can tell a dead owner's segments from a
+live one's.
+"""
+
+from __future__ import annotations
+
+import _posixshmem
+import mmap
+import os
+import secrets
+import stat
+import weakref
+
+import numpy as np
+
+from helpers.shared.room import SEGMENT_PREFIX, SHM_DIR, available_memory, shm_free, shm_size
+from helpers.shared.units import format_bytes
+
+OWNER_ONLY = stat.S_IRUSR | stat.S_IWUSR  # 0o600: no other user can read or write the segment
+# madvise(MADV_POPULATE_WRITE), Linux 5.14+: map every page of a new segment in one call instead of
+# one page fault per 4 KiB at first write (about a third less time to fill a new segment here).
+MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+# Every mapping this process made of one of our segments: map -> (segment name, base address).
+# handle_of() uses it to tell an array that already lives in shared memory from a private one.
+MAPPED_SEGMENTS: weakref.WeakKeyDictionary[mmap.mmap, tuple[str, int]] = weakref.WeakKeyDictionary()
+
+
+def new_name() -> str:
+    """A fresh segment name: our prefix, this process's pid, 12 random hex digits."""
+    return f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(6)}"
+
+
+def creator_pid(name: str) -> int | None:
+    """The pid written into one of our segment names, or None when the name is not ours."""
+    if not name.startswith(SEGMENT_PREFIX):
+        return None
+    try:
+        return int(name[len(SEGMENT_PREFIX):].split("_", 1)[0])
+    except ValueError:
+        return None
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs; a process that exited but is not reaped yet (a zombie) is dead."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            return stat_file.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc (macOS): ask the kernel whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+
+
+def bottom_of(array: np.ndarray) -> object:
+    """The object at the bottom of ``array``'s ``.base`` chain: the buffer its memory belongs to.
+
+    NumPy collapses chains of views, so this is at most a few steps; the result is not an ndarray
+    (an mmap, a memoryview, bytes, a torch tensor, ...) or ``array`` itself when it owns its data.
+    """
+    base = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return base
+
+
+def mapping_under(array: np.ndarray) -> mmap.mmap | None:
+    """The ``mmap`` whose memory ``array`` views, or None when its memory is not a mapping."""
+    base = bottom_of(array)
+    if isinstance(base, memoryview):
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
+
+
+def contiguous_strides(shape: tuple[int, ...], itemsize: int, order: str = "C") -> tuple[int, ...]:
+    """Byte strides of a contiguous array of ``shape`` in C (row-major) or F (column-major) order."""
+    dims = list(shape) if order == "C" else list(reversed(shape))
+    strides, step = [], itemsize
+    for n in reversed(dims):
+        strides.append(step)
+        step *= max(n, 1)
+    strides.reverse()
+    return tuple(strides) if order == "C" else tuple(reversed(strides))
+
+
+def span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int]:
+    """Lowest and highest byte offset (exclusive) a strided layout touches, relative to its start."""
+    if 0 in shape:
+        return 0, 0
+    low = sum(s * (n - 1) for n, s in zip(shape, strides, strict=True) if s < 0)
+    high = sum(s * (n - 1) for n, s in zip(shape, strides, strict=True) if s > 0) + itemsize
+    return low, high
+
+
+def refuse_objects(dtype: np.dtype) -> None:
+    """Raise TypeError when ``dtype`` holds Python objects (they cannot live in shared memory)."""
+    if dtype.hasobject:
+        raise TypeError(
+            f"dtype {dtype} holds Python objects, which cannot live in shared memory: its items are "
+            "pointers into this process's heap, meaningless (or a crash) in another process. "
+            "Convert strings to a fixed-width 'U' or 'S' dtype (e.g. array.astype('U20')) and "
+            "numbers to a numeric dtype first."
+        )
+
+
+def check_room(n_bytes: int) -> None:
+    """Raise MemoryError naming the sizes when /dev/shm or RAM cannot hold ``n_bytes`` more."""
+    free = shm_free()
+    if free is not None and n_bytes > free:
+        raise MemoryError(
+            f"a shared array of {format_bytes(n_bytes)} does not fit in /dev/shm: "
+            f"{format_bytes(free)} free of {format_bytes(shm_size() or 0)}. "
+            "Use a smaller array (LAB_ARRAY_MB), free /dev/shm, or run the container with a larger "
+            "--shm-size."
+        )
+    available = available_memory()
+    if n_bytes > available:
+        raise MemoryError(
+            f"a shared array of {format_bytes(n_bytes)} does not fit in the memory available "
+            f"({format_bytes(available)}): /dev/shm pages live in RAM."
+        )
+
+
+def unlink(name: str) -> bool:
+    """Remove segment ``name``; False when it was already gone."""
+    try:
+        _posixshmem.shm_unlink("/" + name)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+class Mapping:
+    """One mapping of a segment: the fd is closed right after mmap, the map when views are gone.
+
+    ``create_bytes`` makes the segment (it must not exist) with every page reserved and mapped;
+    if any step after the segment exists fails or is interrupted (Ctrl-C in a long
+    ``posix_fallocate``), the segment is unlinked before the error goes on.
+    """
+
+    def __init__(self, name: str, create_bytes: int | None):
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create_bytes is not None else 0)
+        self.map: mmap.mmap | None = None
+        try:
+            fd = _posixshmem.shm_open("/" + name, flags, mode=OWNER_ONLY)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"no shared-memory segment named {name!r}: it was never created, or its owner "
+                "already unlinked it (or exited). Attach while the owner still holds it."
+            ) from None
+        try:
+            if create_bytes is not None:
+                os.ftruncate(fd, create_bytes)
+                _reserve(fd, create_bytes)
+            self.size = os.fstat(fd).st_size
+            self.map = mmap.mmap(fd, self.size) if self.size else None
+            if self.map is not None and create_bytes is not None:
+                _populate(self.map)
+            if self.map is not None:
+                MAPPED_SEGMENTS[self.map] = (name, np.frombuffer(self.map, np.uint8).ctypes.data)
+        except BaseException:
+            if create_bytes is not None:
+                self.close()
+                unlink(name)
+            raise
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Unmap now if no view is alive; otherwise the map goes when the last view does."""
+        if self.map is not None:
+            try:
+                self.map.close()
+            except BufferError:
+                pass  # views still alive keep the mapping valid; it is released with them
+            self.map = None
+
+
+def _reserve(fd: int, n_bytes: int) -> None:
+    """Reserve every page of a new segment now, so a full /dev/shm is a MemoryError, not SIGBUS."""
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is None:
+        raise OSError(
+            "this platform has no os.posix_fallocate, so a new segment's pages cannot be reserved "
+            "up front and a full shared-memory folder would kill the writer with SIGBUS; "
+            "helpers.shared supports Linux only"
+        )
+    try:
+        fallocate(fd, 0, n_bytes)
+    except OSError as error:
+        raise MemoryError(
+            f"/dev/shm could not reserve {format_bytes(n_bytes)} ({error.strerror}); "
+            f"{format_bytes(shm_free() or 0)} free. Use a smaller array."
+        ) from None
+
+
+def _populate(segment_map: mmap.mmap) -> None:
+    if not hasattr(segment_map, "madvise"):
+        return
+    try:
+        segment_map.madvise(MADV_POPULATE_WRITE)
+    except OSError:
+        pass  # older kernel: pages are mapped at first write instead
+
+
+def segment_names() -> list[str]:
+    """Names of our segments now in /dev/shm (sorted), or [] where there is no such folder."""
+    try:
+        return sorted(name for name in os.listdir(SHM_DIR) if name.startswith(SEGMENT_PREFIX))
+    except OSError:
+        return []

@@ -1,0 +1,275 @@
+"""The torch-free way to send an ndarray through ``multiprocessing``: a warm segment lent per item.
+
+``reduce_with_shared_memory`` is what ``helpers.shared.reducers.share_arrays_with_shared_memory()``
+registers for ``np.ndarray`` on ``ForkingPickler``; ``rebuild_from_segment`` runs in the receiver.
+
+- **First share** (private memory): the sender's ``SegmentPool`` lends a segment (a warm one if
+  one was returned, so the copy runs at warm-memcpy speed), the array's bytes are copied in once
+  (memory order kept) and only a handle crosses the pipe, marked *lent*.
+- **Already shared** (``helpers.shared.shm.handle_of(array)`` finds a live segment): only the handle
+  crosses; no copy, O(1) in the size.
+- **Receiver**: maps the segment by name (reusing this process's mapping if it has one, so a
+  receiver in the sender's own process copies and maps nothing) and views it. Attaching never
+  involves the resource tracker.
+
+Who may reuse a lent segment is counted in its header: word 0 is the pool's state, word 1 the
+number of *holders*: items in flight plus receptions still alive. A first share sets it to 1 (the
+item in flight, which the reception then takes over); sending on an array that views a lent
+segment adds 1 (the new item); when every view a reception made is gone (``weakref.finalize`` on
+its own buffer export) it takes 1 off. The last one calls ``segment_pool.mark_returned`` and the
+sender's pool reclaims the segment, warm, at its next lease. Updates take an exclusive ``flock``
+on the segment, so processes never lose one. A forked child counts the receptions it inherits;
+a process that exits (also through ``os._exit``, via ``multiprocessing.util``'s exit hooks)
+releases what it still holds.
+
+Contract: one receiver per send (like a queue item). An item never received, or held by a
+process killed with SIGKILL, keeps its segment lent until the sender's pool closes, which unlinks
+it; a receiver that loads an item after that gets ``FileNotFoundError`` saying so. A sender that
+is killed cannot close its pool: a process that received arrays from it unlinks the dead
+sender's segments (``unlink_segments_of_dead_lenders``) and tells the resource tracker, which
+would otherwise unlink them, with a warning, only when the whole program ends.
+"""
+
+from __future__ import annotations
+
+import _posixshmem
+import fcntl
+import itertools
+import mmap
+import os
+import threading
+import weakref
+from multiprocessing import resource_tracker, util
+
+import numpy as np
+
+from helpers.shared._segments import (
+    Mapping,
+    creator_pid,
+    mapping_under,
+    process_alive,
+    refuse_objects,
+    segment_names,
+    unlink,
+)
+from helpers.shared.segment_pool import HEADER_BYTES, SegmentPool, mark_returned
+from helpers.shared.shm import ArrayHandle, handle_of
+
+EXIT_PRIORITY = -10  # multiprocessing exit hooks: after queues' feeder threads flushed (-5)
+HOLDERS_OFFSET = 8  # header byte where the int64 count of holders lives (after the pool's state word)
+
+_MAPS: weakref.WeakValueDictionary[str, mmap.mmap] = weakref.WeakValueDictionary()  # name -> our mapping
+_LENT_MAPS: weakref.WeakKeyDictionary[mmap.mmap, bool] = weakref.WeakKeyDictionary()  # maps of lent segments
+_HELD: dict[int, weakref.finalize] = {}  # receptions of lent segments still alive in this process
+_LENDERS: set[int] = set()  # pids of the other processes this one received lent segments from
+_tokens = itertools.count()
+_pool: SegmentPool | None = None  # set by helpers.shared.reducers while the torch-free way is active
+_exit_hook: util.Finalize | None = None
+_exit_hook_pid = 0
+# Held while a thread holds a segment's flock, and across fork(): a child must not inherit a lock
+# that a thread of its parent holds through a descriptor the child also inherited.
+_flock_guard = threading.Lock()
+
+
+def set_pool(pool: SegmentPool | None) -> None:
+    """Lend from ``pool`` (None: this process lends nothing); make sure exit hooks are in place."""
+    global _pool
+    _pool = pool
+    _ensure_exit_hook()
+
+
+def current_pool() -> SegmentPool | None:
+    """The pool this process lends from now (None when the torch-free way is not active)."""
+    return _pool
+
+
+def memory_order(array: np.ndarray) -> str:
+    """'F' for an array that is Fortran- but not C-contiguous, else 'C': the layout a copy keeps."""
+    return "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
+
+
+def copy_into(buffer: np.ndarray, offset: int, array: np.ndarray) -> np.ndarray:
+    """Copy ``array`` into ``buffer`` (uint8) at byte ``offset`` keeping its memory order; return the
+    copy (a view of ``buffer``). A contiguous array is copied as raw bytes: one memcpy, any dtype."""
+    order = memory_order(array)
+    target = np.ndarray(array.shape, array.dtype, buffer=buffer, offset=offset, order=order)
+    if array.flags.c_contiguous or array.flags.f_contiguous:
+        as_bytes = array.reshape(-1, order=order).view(np.uint8)
+        np.copyto(target.reshape(-1, order=order).view(np.uint8), as_bytes)
+    else:
+        np.copyto(target, array, casting="no")
+    return target
+
+
+def rebuild_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Receiver side of an array with no bytes: nothing to share."""
+    return np.empty(shape, dtype)
+
+
+def _header(segment_map: mmap.mmap) -> np.ndarray:
+    return np.frombuffer(segment_map, np.uint8, count=HEADER_BYTES)
+
+
+def holders_of(array: np.ndarray) -> np.ndarray:
+    """A live int64 view of the holder count in the header of the lent segment ``array`` views."""
+    header = _header(mapping_under(array))
+    return header[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)
+
+
+def count_holders(name: str, header: np.ndarray, delta: int) -> int | None:
+    """Add ``delta`` to the holders of lent segment ``name`` (``header``: its first bytes, uint8)
+    under an exclusive flock; return the new count, or None if the segment is gone."""
+    holders = header[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)
+    # Nothing below allocates a container object, so the cyclic GC (which could run a release
+    # finalizer wanting these same locks from this thread) cannot start while they are held.
+    with _flock_guard:
+        try:
+            fd = _posixshmem.shm_open("/" + name, os.O_RDWR, 0)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            holders[0] += delta
+            return int(holders[0])
+        finally:
+            os.close(fd)  # the only fd of this open file: closing it releases the lock
+
+
+def _release(token: int, name: str, header: np.ndarray) -> None:
+    """A reception's views are all gone: take its holder off; the last one returns the segment."""
+    _HELD.pop(token, None)
+    if count_holders(name, header, -1) == 0:
+        mark_returned(header)
+    lender = creator_pid(name)
+    if lender in _LENDERS and not process_alive(lender):
+        unlink_segments_of_dead_lenders()
+
+
+def unlink_segments_of_dead_lenders() -> list[str]:
+    """Unlink the segments of every process this one received lent arrays from that has died (it
+    could not close its pool); return their names. Our views of them stay valid."""
+    dead = {pid for pid in _LENDERS if not process_alive(pid)}
+    if not dead:
+        return []
+    _LENDERS.difference_update(dead)
+    removed = []
+    for name in segment_names():
+        if creator_pid(name) not in dead or not unlink(name):
+            continue
+        removed.append(name)
+        # The dead process registered it with its resource tracker, ours if it was our child: take
+        # it off that list (adding it first makes this a no-op for a tracker that never had it).
+        resource_tracker.register("/" + name, "shared_memory")
+        resource_tracker.unregister("/" + name, "shared_memory")
+    return removed
+
+
+def reduce_with_shared_memory(array: np.ndarray):
+    """ForkingPickler reduction of an ndarray through a shared-memory segment (module docstring)."""
+    refuse_objects(array.dtype)
+    if array.nbytes == 0:
+        return rebuild_empty, (array.shape, array.dtype)
+    handle = handle_of(array)
+    if handle is not None:
+        segment_map = mapping_under(array)
+        lent = segment_map in _LENT_MAPS
+        if lent and count_holders(handle.name, _header(segment_map), +1) is None:
+            lent = False  # its pool closed meanwhile: nothing left to return
+        return rebuild_from_segment, (handle, lent, array.flags.writeable)
+    pool = _pool
+    if pool is None:
+        raise RuntimeError("the torch-free reduction is not active: call share_arrays_with_shared_memory()")
+    lease = pool.lease(array.nbytes)
+    segment_map = lease.shared.mapped_buffer()
+    _MAPS[lease.name] = segment_map
+    _LENT_MAPS[segment_map] = True
+    root = np.frombuffer(segment_map, np.uint8)
+    root[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)[0] = 1  # the item in flight
+    copy = copy_into(root, HEADER_BYTES, array)
+    handle = ArrayHandle(lease.name, tuple(array.shape), array.dtype, tuple(copy.strides), HEADER_BYTES)
+    return rebuild_from_segment, (handle, True, array.flags.writeable)
+
+
+def _map_segment(name: str) -> mmap.mmap:
+    segment_map = _MAPS.get(name)
+    if segment_map is not None and not segment_map.closed:
+        return segment_map
+    try:
+        segment_map = Mapping(name, create_bytes=None).map
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"the array sent through shared memory is gone: segment {name!r} no longer exists. A "
+            "segment lent by helpers.shared.reducers lives until the sender's pool closes "
+            "(stop_sharing_arrays() or the sender's exit); one owned by a SharedNDArray until its "
+            "owner unlinks it. Receive every item before the sender stops sharing or exits."
+        ) from None
+    _MAPS[name] = segment_map  # unmapped when the last view of it goes
+    return segment_map
+
+
+def rebuild_from_segment(handle: ArrayHandle, lent: bool, writeable: bool) -> np.ndarray:
+    """Receiver side: view the segment a handle describes (no copy); a lent one is given back when
+    every view made from this reception is gone."""
+    segment_map = _map_segment(handle.name)
+    root = np.frombuffer(segment_map, np.uint8)  # a fresh buffer export, alive as long as our views
+    if lent:
+        _LENT_MAPS[segment_map] = True
+        lender = creator_pid(handle.name)
+        if lender is not None and lender != os.getpid():
+            _LENDERS.add(lender)
+        token = next(_tokens)
+        _HELD[token] = weakref.finalize(root.base, _release, token, handle.name, _header(segment_map))
+        _ensure_exit_hook()
+    array = np.ndarray(handle.shape, handle.dtype, buffer=root, offset=handle.offset, strides=handle.strides)
+    if not writeable:
+        array.flags.writeable = False
+    return array
+
+
+def release_everything_held() -> None:
+    """Give back every lent segment this process still views (at exit: the views die with it)."""
+    for finalizer in list(_HELD.values()):
+        finalizer()
+
+
+def _at_exit() -> None:
+    release_everything_held()
+    if _pool is not None:
+        _pool.close()
+    unlink_segments_of_dead_lenders()
+
+
+def _ensure_exit_hook() -> None:
+    """One ``multiprocessing.util`` exit hook per process: it runs at exit also in children, which
+    leave through ``os._exit`` (no ``atexit``); a forked child's inherited hooks are ignored."""
+    global _exit_hook, _exit_hook_pid
+    if _exit_hook is None or not _exit_hook.still_active() or _exit_hook_pid != os.getpid():
+        _exit_hook = util.Finalize(None, _at_exit, exitpriority=EXIT_PRIORITY)
+        _exit_hook_pid = os.getpid()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child holds what its parent held (count it) and must not lend the parent's segments."""
+    global _pool
+    _flock_guard.release()
+    for finalizer in list(_HELD.values()):
+        found = finalizer.peek()
+        if found is not None:
+            _, _, (_, name, header), _ = found
+            count_holders(name, header, +1)
+    if _pool is not None:
+        _pool = SegmentPool(_pool.idle_cap_bytes)  # the inherited one lends the parent's segments
+    _LENDERS.clear()  # the parent looks after the processes it received from
+    if _pool is not None or _HELD:
+        _ensure_exit_hook()
+
+
+def _after_multiprocessing_fork() -> None:
+    """multiprocessing clears a forked child's exit hooks after ``os.fork`` returns: add ours back."""
+    if _pool is not None or _HELD:
+        _ensure_exit_hook()
+
+
+os.register_at_fork(before=_flock_guard.acquire, after_in_parent=_flock_guard.release,
+                    after_in_child=_after_fork_in_child)
+util.register_after_fork(_after_multiprocessing_fork, lambda hook: hook())

@@ -1,0 +1,134 @@
+"""Where our shared memory lives and how much room it has: /dev/shm, RAM, the cgroup's memory limit.
+
+Standard library only (so a clean-up script runs without NumPy). Every value is read afresh (bytes),
+so reading twice shows what changed in between; only where the cgroup's memory files are is found
+once per process (``SharedNDArray`` checks the room before every new segment). ``None`` means the
+machine does not expose the value (no /dev/shm, no cgroup file).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+SHM_DIR = Path("/dev/shm")
+SEGMENT_PREFIX = "sal_"  # every segment this library creates: /dev/shm/sal_<creator pid>_<random>
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
+_NO_LIMIT = 2**60  # cgroup v1 writes 9223372036854771712 for "no limit"
+
+
+def read_int(path: Path) -> int | None:
+    """The integer at the start of a kernel file (cgroup counters), or None ("max", unreadable)."""
+    try:
+        text = path.read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+    if text == "max":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def cgroup_dirs(controller: str) -> list[Path]:
+    """Candidate folders of this process's cgroup for one controller, v2 first, most specific first."""
+    candidates: list[Path] = []
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        _, controllers, rel = line.split(":", 2)
+        rel = rel.lstrip("/")
+        if controllers == "":  # cgroup v2 unified hierarchy
+            for base in (_CGROUP_ROOT, _CGROUP_ROOT / "unified"):
+                candidates += [base / rel, base]
+        elif controller in controllers.split(","):
+            base = _CGROUP_ROOT / controller
+            candidates += [base / rel, base]
+    return [c for c in dict.fromkeys(candidates) if c.is_dir()]
+
+
+@functools.cache
+def _memory_files() -> tuple[Path | None, Path | None]:
+    """The files of this process's memory limit (None: no limit found) and charged bytes, found
+    once (v2 first, most specific first); their values are read afresh at every call."""
+    limit_file = usage_file = None
+    for folder in cgroup_dirs("memory"):
+        for name in ("memory.max", "memory.limit_in_bytes"):
+            value = read_int(folder / name)
+            if limit_file is None and value is not None and value < _NO_LIMIT:
+                limit_file = folder / name
+        for name in ("memory.current", "memory.usage_in_bytes"):
+            if usage_file is None and read_int(folder / name) is not None:
+                usage_file = folder / name
+    return limit_file, usage_file
+
+
+def cgroup_memory_limit() -> int | None:
+    """The container's memory limit in bytes, or None if there is none (or it is unreadable)."""
+    limit_file, _ = _memory_files()
+    value = read_int(limit_file) if limit_file is not None else None
+    return value if value is not None and value < _NO_LIMIT else None
+
+
+def cgroup_memory_usage_reader() -> Callable[[], int | None]:
+    """A function that reads the cgroup's charged bytes quickly (the file is found once)."""
+    _, usage_file = _memory_files()
+    if usage_file is None:
+        return lambda: None
+    return lambda: read_int(usage_file)
+
+
+def cgroup_memory_usage() -> int | None:
+    """Bytes the container's cgroup is charged now (page cache and /dev/shm included), or None."""
+    return cgroup_memory_usage_reader()()
+
+
+def ram_available() -> int:
+    """Bytes of RAM the kernel says can be allocated without swapping (``MemAvailable``)."""
+    try:
+        with open("/proc/meminfo", "rb") as meminfo:
+            for line in meminfo:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def available_memory() -> int:
+    """Bytes this process may still allocate: RAM available, capped by the cgroup's headroom."""
+    available = ram_available()
+    limit, usage = cgroup_memory_limit(), cgroup_memory_usage()
+    if limit is not None and usage is not None:
+        available = min(available, max(limit - usage, 0))
+    return available
+
+
+def _shm_stats() -> os.statvfs_result | None:
+    try:
+        return os.statvfs(SHM_DIR)
+    except OSError:
+        return None
+
+
+def shm_size() -> int | None:
+    """Total bytes of the /dev/shm tmpfs, or None where there is none."""
+    stats = _shm_stats()
+    return None if stats is None else stats.f_blocks * stats.f_frsize
+
+
+def shm_free() -> int | None:
+    """Bytes still free in /dev/shm, or None where there is none."""
+    stats = _shm_stats()
+    return None if stats is None else stats.f_bavail * stats.f_frsize
+
+
+def shm_used() -> int | None:
+    """Bytes used in /dev/shm by every segment and file there (mapped or not), or None."""
+    stats = _shm_stats()
+    return None if stats is None else (stats.f_blocks - stats.f_bfree) * stats.f_frsize

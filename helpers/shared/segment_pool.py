@@ -1,0 +1,212 @@
+"""Shared-memory segments kept mapped and touched, so a copy into shared memory runs at warm speed.
+
+The first write to a new ``/dev/shm`` segment faults in and zeroes every page: that costs several
+times a copy into memory that is already mapped (lesson 07 measures both on your machine: floor (b)
+against floor (a), ``helpers.measure.copy_floors``). A
+``SegmentPool`` lends segments out and takes them back instead of unlinking them: their pages stay
+allocated and mapped in this process, so the next copy into one costs what a warm copy costs.
+
+- ``lease(n_bytes)`` lends a segment with room for ``n_bytes`` (a returned one if one fits, else
+  a new one); ``give_back(lease)`` returns it from this process.
+- A borrower in another process returns it by setting the state word in the segment's first
+  ``HEADER_BYTES`` (``mark_returned``); the pool notices at its next ``lease``.
+- Idle segments are capped at ``idle_cap_bytes``; beyond it the least recently used are unlinked.
+- ``close()`` unlinks every segment; the owner is registered with ``multiprocessing``'s resource
+  tracker, so even a killed owner's segments are unlinked when its tracker exits.
+"""
+
+from __future__ import annotations
+
+import mmap
+import threading
+from collections import OrderedDict, deque
+
+import numpy as np
+
+from helpers.shared.room import available_memory, shm_free
+from helpers.shared.shm import ArrayHandle, SharedNDArray
+
+HEADER_BYTES = 64  # state word + padding; data starts cache-line aligned
+STATE_IDLE, STATE_LENT, STATE_RETURNED = 0, 1, 2
+DEFAULT_IDLE_CAP_FRACTION = 0.5  # of the smaller of /dev/shm free and RAM available (Binder: 32 MiB)
+
+
+def _round_up_to_page(n_bytes: int) -> int:
+    return -(-n_bytes // mmap.PAGESIZE) * mmap.PAGESIZE
+
+
+def default_idle_cap_bytes() -> int:
+    """Half of what this machine can spare for shared memory now (bytes)."""
+    room = available_memory()
+    free = shm_free()
+    if free is not None:
+        room = min(room, free)
+    return int(room * DEFAULT_IDLE_CAP_FRACTION)
+
+
+class Lease:
+    """One segment lent out by a pool: ``capacity`` data bytes after a small header."""
+
+    def __init__(self, shared: SharedNDArray, capacity: int):
+        self.shared = shared
+        self.capacity = capacity
+        self._state = shared.array[:8].view(np.int64)
+
+    @property
+    def name(self) -> str:
+        """The segment's name in /dev/shm."""
+        return self.shared.name
+
+    @property
+    def state(self) -> int:
+        return int(self._state[0])
+
+    @state.setter
+    def state(self, value: int) -> None:
+        self._state[0] = value
+
+    def array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A C-contiguous view of ``shape`` and ``dtype`` at the start of the data area.
+
+        Each call builds its views on a fresh export of the mapping, so a finalizer on the
+        returned array's buffer fires only when this caller's views are all gone.
+        """
+        dtype = np.dtype(dtype)
+        n_bytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if n_bytes > self.capacity:
+            raise ValueError(f"{n_bytes} bytes do not fit a lease of {self.capacity}")
+        raw = np.frombuffer(self.shared.mapped_buffer(), np.uint8)
+        return np.ndarray(shape, dtype, buffer=raw, offset=HEADER_BYTES)
+
+    def handle(self, shape: tuple[int, ...], dtype: np.dtype) -> ArrayHandle:
+        """The handle of ``array(shape, dtype)`` for another process to attach."""
+        view = self.array(shape, dtype)
+        return ArrayHandle(self.name, tuple(view.shape), view.dtype, tuple(view.strides), HEADER_BYTES)
+
+
+def mark_returned(segment: np.ndarray) -> None:
+    """From a borrower: say the lent segment (``segment``: any view of its whole mapping, as uint8,
+    starting at byte 0) is free again."""
+    segment[:8].view(np.int64)[0] = STATE_RETURNED
+
+
+class SegmentPool:
+    """Lends shared-memory segments and keeps returned ones warm (see the module docstring)."""
+
+    def __init__(self, idle_cap_bytes: int | None = None):
+        self.idle_cap_bytes = default_idle_cap_bytes() if idle_cap_bytes is None else int(idle_cap_bytes)
+        self._lock = threading.Lock()
+        self._idle: OrderedDict[str, Lease] = OrderedDict()  # least recently returned first
+        self._lent: dict[str, Lease] = {}
+        self._given_back: deque[Lease] = deque()  # filled without the lock: finalizers may run anywhere
+        self._closed = False
+        self.created = 0
+        self.reused = 0
+
+    def collect(self) -> None:
+        """File the segments given back or returned since the last ``lease`` (for statistics)."""
+        with self._lock:
+            self._collect_given_back()
+            self._collect_returned()
+
+    @property
+    def idle_bytes(self) -> int:
+        """Bytes of segments waiting, warm, in the pool."""
+        return sum(lease.capacity for lease in self._idle.values())
+
+    @property
+    def lent_bytes(self) -> int:
+        """Bytes of segments lent out now."""
+        return sum(lease.capacity for lease in self._lent.values())
+
+    def names(self) -> list[str]:
+        """Names of every segment the pool holds, idle or lent."""
+        with self._lock:
+            return [*self._idle, *self._lent]
+
+    def lease(self, n_bytes: int) -> Lease:
+        """Lend a segment with room for ``n_bytes``: a warm one that fits (at most twice the size),
+        else a new one. Raises MemoryError when /dev/shm cannot hold a new one even after the
+        idle segments are dropped."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this segment pool is closed")
+            self._collect_given_back()
+            self._collect_returned()
+            largest = 2 * n_bytes + mmap.PAGESIZE  # do not spend a much bigger segment on a small array
+            fits = [lease for lease in self._idle.values() if n_bytes <= lease.capacity <= largest]
+            if fits:
+                lease = min(fits, key=lambda candidate: candidate.capacity)
+                del self._idle[lease.name]
+                self.reused += 1
+            else:
+                lease = self._create(n_bytes)
+                self.created += 1
+            lease.state = STATE_LENT
+            self._lent[lease.name] = lease
+            return lease
+
+    def give_back(self, lease: Lease) -> None:
+        """Return a lent segment from this process: it waits, warm, for the next ``lease``.
+
+        Safe to call from a finalizer at any moment (even while this thread is inside ``lease``):
+        it only queues the segment; the pool files it at its next ``lease`` or ``close``.
+        """
+        self._given_back.append(lease)
+
+    def close(self) -> None:
+        """Unlink every segment; lent ones stay readable to whoever still maps them."""
+        with self._lock:
+            self._closed = True
+            self._given_back.clear()
+            leases = [*self._idle.values(), *self._lent.values()]
+            self._idle.clear()
+            self._lent.clear()
+        for lease in leases:
+            _destroy(lease)
+
+    def __enter__(self) -> SegmentPool:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _create(self, n_bytes: int) -> Lease:
+        capacity = _round_up_to_page(HEADER_BYTES + n_bytes) - HEADER_BYTES
+        try:
+            shared = SharedNDArray.create(HEADER_BYTES + capacity, np.uint8)
+        except MemoryError:
+            if not self._idle:
+                raise
+            self._trim(0)  # make room from warm segments nobody uses, then try once more
+            shared = SharedNDArray.create(HEADER_BYTES + capacity, np.uint8)
+        return Lease(shared, capacity)
+
+    def _collect_given_back(self) -> None:
+        while self._given_back:
+            lease = self._given_back.popleft()
+            if self._lent.pop(lease.name, None) is not None:
+                self._keep_idle(lease)
+
+    def _collect_returned(self) -> None:
+        for lease in [lease for lease in self._lent.values() if lease.state == STATE_RETURNED]:
+            del self._lent[lease.name]
+            self._keep_idle(lease)
+
+    def _keep_idle(self, lease: Lease) -> None:
+        if self._closed or lease.capacity > self.idle_cap_bytes:
+            _destroy(lease)
+            return
+        lease.state = STATE_IDLE
+        self._idle[lease.name] = lease
+        self._trim(self.idle_cap_bytes)
+
+    def _trim(self, cap_bytes: int) -> None:
+        while self._idle and self.idle_bytes > cap_bytes:
+            _, lease = self._idle.popitem(last=False)
+            _destroy(lease)
+
+
+def _destroy(lease: Lease) -> None:
+    lease.shared.close()
+    lease.shared.unlink()

@@ -1,0 +1,238 @@
+"""An ndarray in a named POSIX shared-memory segment that other processes attach by handle.
+
+``SharedNDArray.create(shape, dtype)`` or ``SharedNDArray.copy_of(array)`` makes a segment in
+``/dev/shm`` (owner-only permissions, pages reserved up front so a full ``/dev/shm`` raises
+``MemoryError`` instead of killing the writer with SIGBUS) and owns it: ``unlink()`` (or leaving
+its ``with`` block) removes it. ``.handle`` is a small picklable description; another process
+calls ``attach(handle)`` to get a view without copying. Attaching never registers the segment with
+``multiprocessing``'s resource tracker, so an attaching process neither unlinks it nor warns when
+it exits (the Python 3.11/3.12 pitfall that ``track=False`` fixes on 3.13+). Segment names carry
+our prefix and the creator's pid, so ``sweep()`` can remove what a killed owner left behind.
+"""
+
+from __future__ import annotations
+
+import mmap
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing import resource_tracker
+
+import numpy as np
+
+from helpers.shared._segments import (
+    MAPPED_SEGMENTS,
+    Mapping,
+    check_room,
+    contiguous_strides,
+    creator_pid,
+    mapping_under,
+    new_name,
+    process_alive,
+    refuse_objects,
+    segment_names,
+    span,
+    unlink,
+)
+from helpers.shared.room import SHM_DIR
+
+
+@dataclass(frozen=True)
+class ArrayHandle:
+    """What another process needs to view a shared array: segment name, shape, dtype, layout.
+
+    ``strides`` and ``offset`` (bytes from the segment's start) let a handle describe a view
+    into a segment, e.g. a Fortran-ordered array or one part of a larger segment.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    strides: tuple[int, ...]
+    offset: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of array data the handle describes."""
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+def _view(mapping: Mapping, handle: ArrayHandle) -> np.ndarray:
+    refuse_objects(handle.dtype)
+    low, high = span(handle.shape, handle.strides, handle.dtype.itemsize)
+    if handle.offset + low < 0 or handle.offset + high > mapping.size:
+        raise ValueError(
+            f"handle does not fit segment {handle.name!r}: shape {handle.shape} of {handle.dtype} "
+            f"with strides {handle.strides} at offset {handle.offset} needs bytes "
+            f"{handle.offset + low}..{handle.offset + high}, the segment has {mapping.size}"
+        )
+    if mapping.map is None or handle.nbytes == 0:
+        return np.ndarray(handle.shape, dtype=handle.dtype)
+    # np.frombuffer keeps a memoryview as the base, and the memoryview holds a buffer export on
+    # the mmap, so the map cannot be closed under a live view (mmap.close raises BufferError
+    # instead of leaving the view pointing at unmapped memory: a segfault on the next access).
+    # np.ndarray(buffer=mmap) would not: it keeps the mmap itself and releases the export.
+    raw_bytes = np.frombuffer(mapping.map, dtype=np.uint8)
+    return np.ndarray(handle.shape, handle.dtype, buffer=raw_bytes, offset=handle.offset,
+                      strides=handle.strides)
+
+
+class SharedNDArray:
+    """An ndarray living in a shared-memory segment this object owns (see the module docstring)."""
+
+    def __init__(self, mapping: Mapping, handle: ArrayHandle, owner: bool):
+        self._mapping = mapping
+        self._array: np.ndarray | None = _view(mapping, handle)
+        self.handle = handle
+        self.owner = owner
+        self._unlinked = False
+
+    @classmethod
+    def create(cls, shape: int | tuple[int, ...], dtype=np.float64, order: str = "C") -> SharedNDArray:
+        """A new segment holding an array of ``shape`` and ``dtype`` (contents zeroed)."""
+        shape = (shape,) if isinstance(shape, int | np.integer) else tuple(int(n) for n in shape)
+        dtype = np.dtype(dtype)
+        refuse_objects(dtype)
+        if order not in ("C", "F"):
+            raise ValueError(f"order must be 'C' or 'F', got {order!r}")
+        strides = contiguous_strides(shape, dtype.itemsize, order)
+        n_bytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        segment_bytes = max(n_bytes, 1)  # POSIX segments cannot be empty
+        check_room(segment_bytes)
+        name = new_name()
+        # Registered before it exists, so a kill at any moment after creation is covered: the
+        # tracker unlinks the segment if this process dies without unlinking it.
+        resource_tracker.register("/" + name, "shared_memory")
+        try:
+            mapping = Mapping(name, create_bytes=segment_bytes)
+        except BaseException:
+            resource_tracker.unregister("/" + name, "shared_memory")
+            raise
+        return cls(mapping, ArrayHandle(name, shape, dtype, strides), owner=True)
+
+    @classmethod
+    def copy_of(cls, array: np.ndarray) -> SharedNDArray:
+        """A new segment holding a copy of ``array`` (views are copied contiguous; F order kept)."""
+        array = np.asanyarray(array)
+        refuse_objects(array.dtype)
+        order = "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
+        shared = cls.create(array.shape, array.dtype, order=order)
+        try:
+            np.copyto(shared.array, array, casting="no")
+        except BaseException:
+            shared.close()
+            shared.unlink()
+            raise
+        return shared
+
+    @property
+    def array(self) -> np.ndarray:
+        """The shared view (writable). Raises ValueError once closed."""
+        if self._array is None:
+            raise ValueError(f"shared array {self.handle.name!r} is closed")
+        return self._array
+
+    @property
+    def name(self) -> str:
+        """The segment's name in /dev/shm."""
+        return self.handle.name
+
+    def mapped_buffer(self) -> mmap.mmap:
+        """This process's mapping of the whole segment (views made from it keep it mapped)."""
+        if self._array is None or self._mapping.map is None:
+            raise ValueError(f"shared array {self.handle.name!r} is closed")
+        return self._mapping.map
+
+    def close(self) -> None:
+        """Stop using the segment in this process (views still alive keep their mapping)."""
+        self._array = None
+        self._mapping.close()
+
+    def unlink(self) -> None:
+        """Remove the segment's name (owner only): memory is freed once no process maps it."""
+        if not self.owner:
+            raise PermissionError("only the process that created a shared array unlinks it")
+        if self._unlinked:
+            return
+        self._unlinked = True
+        unlink(self.handle.name)  # False: already removed (e.g. by sweep)
+        resource_tracker.unregister("/" + self.handle.name, "shared_memory")
+
+    def __enter__(self) -> SharedNDArray:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+        if self.owner:
+            self.unlink()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._array is None else "open"
+        return (f"SharedNDArray({self.handle.name!r}, shape={self.handle.shape}, "
+                f"dtype={self.handle.dtype}, {state})")
+
+
+@contextmanager
+def attach(handle: ArrayHandle) -> Iterator[np.ndarray]:
+    """View the shared array a handle describes, without copying; never unlinks, never warns.
+
+    Raises FileNotFoundError when the segment is gone and ValueError when the handle does not
+    fit it. Leaving the block closes this process's mapping (views kept alive keep it open).
+    """
+    if not isinstance(handle, ArrayHandle):
+        raise TypeError(f"attach() takes an ArrayHandle (SharedNDArray.handle), got {type(handle).__name__}")
+    mapping = Mapping(handle.name, create_bytes=None)
+    try:
+        shared = SharedNDArray(mapping, handle, owner=False)
+    except BaseException:
+        mapping.close()
+        raise
+    try:
+        yield shared.array
+    finally:
+        shared.close()
+
+
+def handle_of(array: np.ndarray) -> ArrayHandle | None:
+    """The handle of the shared segment ``array`` views, or None when its memory is private.
+
+    Follows ``.base`` to the buffer at the bottom; if that is a mapping of one of our segments
+    (made by ``SharedNDArray`` or ``attach`` in this process) whose name still exists, the handle
+    carries the array's own shape, strides and byte offset, so another process can attach exactly
+    this view, zero-copy.
+    """
+    segment_map = mapping_under(array)
+    if segment_map is None:
+        return None
+    found = MAPPED_SEGMENTS.get(segment_map)
+    if found is None or array.dtype.hasobject:
+        return None
+    name, address = found
+    if not (SHM_DIR / name).exists():
+        return None  # unlinked: the memory is still mapped here, but no other process can attach it
+    offset = array.ctypes.data - address
+    return ArrayHandle(name, tuple(array.shape), array.dtype, tuple(array.strides), offset)
+
+
+def sweep(everything: bool = False) -> list[str]:
+    """Remove our segments whose creating process is dead (all of ours if ``everything``).
+
+    Returns the names removed. Use it after a crash: a SIGKILLed owner cannot unlink. A segment
+    this user may not remove (another user's, in a shared sticky /dev/shm) is skipped, and one
+    ``RuntimeWarning`` names every segment skipped so.
+    """
+    removed, not_allowed = [], []
+    for name in segment_names():
+        pid = creator_pid(name)
+        if not everything and pid is not None and process_alive(pid):
+            continue
+        try:
+            if unlink(name):
+                removed.append(name)
+        except PermissionError:
+            not_allowed.append(name)
+    if not_allowed:
+        warnings.warn(f"sweep() may not remove {len(not_allowed)} segment(s) of another user, left in "
+                      f"place: {', '.join(not_allowed)}", RuntimeWarning, stacklevel=2)
+    return removed

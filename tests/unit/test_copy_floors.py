@@ -1,0 +1,37 @@
+"""helpers.measure.copy_floors: the one definition of floors (a) and (b), timed for real."""
+
+import numpy as np
+
+from helpers.measure import copy_floors
+from helpers.measure.units import MiB
+from helpers.shared.room import SEGMENT_PREFIX, SHM_DIR
+
+
+def _floor_segments() -> list[str]:
+    return [name for name in SHM_DIR.iterdir()
+            if name.name.startswith(SEGMENT_PREFIX) and "_floor_" in name.name]
+
+
+def test_floor_b_times_the_copy_into_a_new_segment_and_leaves_nothing():
+    source = copy_floors.random_array(4 * MiB)
+    copy_s, create_and_copy_s = copy_floors.new_segment_copy(source)
+    assert 0 < copy_s <= create_and_copy_s
+    assert _floor_segments() == []
+
+
+def test_a_copy_into_a_new_segment_costs_more_than_a_warm_copy():
+    floors = copy_floors.measure_floors(copy_floors.random_array(16 * MiB), repeat=3)
+    assert (len(floors.warm.runs) == len(floors.new_segment.runs)
+            == len(floors.new_segment_with_creation.runs) == 3)
+    assert floors.new_segment.median > floors.warm.median > 0
+    assert all(total >= copy for copy, total in zip(floors.new_segment.runs,
+                                                    floors.new_segment_with_creation.runs, strict=True))
+    assert set(floors.as_dict()) == {"warm", "fresh_shm", "fresh_shm_create"}
+
+
+def test_fresh_private_pages_and_warm_copy_of_any_shape_and_empty_arrays():
+    floors = copy_floors.memcpy_floors(MiB, repeat=2)
+    assert set(floors) == {"warm", "fresh"} and all(len(t.runs) == 2 for t in floors.values())
+    for source in (np.ones((3, 5)), np.ones(0)):
+        assert copy_floors.new_segment_copy(source)[0] >= 0
+        assert len(copy_floors.fresh_pages_copy(source, repeat=1).runs) == 1
