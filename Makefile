@@ -13,20 +13,31 @@ TEST_ARRAY_MB ?= 16
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NBVAL := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 
-.PHONY: help setup lab test lint unit bench-check test-notebooks test-binder test-browser notebooks bench clean
+.PHONY: help setup lab test lint unit bench-check test-notebooks test-forkserver test-binder test-browser notebooks bench clean
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
 	@echo "make test       set up .venv, then lint, unit tests, bench targets, the notebooks under nbval, Binder-sized and in a browser"
 	@echo "make bench      rerun the benchmark on this machine and compare with the reference in results/"
+	@echo "make test-forkserver  every lesson with LAB_START_METHOD=forkserver (Python 3.14's Linux default)"
 	@echo "make test-binder  the lessons under nbval on a Binder-sized machine (64 MiB /dev/shm, 1 CPU; root)"
 	@echo "make test-browser every lesson run in JupyterLab in headless Chromium (installs Debian's chromium)"
 	@echo "make notebooks  re-execute every notebook in place at the default size, store outputs"
 	@echo "make clean      remove .venv, caches and leftovers of ours in /dev/shm and the temp folder"
 
+# PyTorch's CPU build (a few hundred MB), not PyPI's default Linux build (several GB of CUDA
+# libraries the lessons never use): a wheel pip already finds on this machine (PIP_FIND_LINKS) is
+# installed as is, without asking any index; otherwise it comes from TORCH_INDEX. Another build:
+# make lab TORCH_INDEX=https://download.pytorch.org/whl/cu128 (or https://pypi.org/simple).
+TORCH := torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+
 $(INSTALLED): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --no-index --no-deps "$(TORCH)" 2>/dev/null || \
+		$(BIN)/python -m pip install --quiet --no-deps "$(TORCH)" --index-url $(TORCH_INDEX) || \
+		{ echo "could not install $(TORCH) from $(TORCH_INDEX); choose a build with TORCH_INDEX=..."; exit 1; }
 	$(BIN)/python -m pip install --quiet -e ".[course,browser]"
 	touch $(INSTALLED)
 
@@ -50,6 +61,12 @@ bench-check: $(INSTALLED)
 test-notebooks: $(INSTALLED)
 	LAB_ARRAY_MB=$(TEST_ARRAY_MB) $(NBVAL) notebooks
 
+# Python 3.14's default start method on Linux: every lesson runs top to bottom with it (lesson 03,
+# which is about fork, says so and keeps fork for its contrast). Outputs are not compared
+# (--nbval-lax); an error or a failed check cell fails the run.
+test-forkserver: $(INSTALLED)
+	LAB_START_METHOD=forkserver LAB_ARRAY_MB=$(TEST_ARRAY_MB) $(BIN)/pytest --nbval-lax --nbval-current-env notebooks
+
 # Binder's machine: one CPU and most likely a 64 MiB /dev/shm. The lessons run under nbval at their
 # DEFAULT sizes (LAB_ARRAY_MB empty: helpers.measure.config sizes them to fit) in a private mount namespace
 # whose /dev/shm is a BINDER_SHM tmpfs (unshare needs root), pinned to one CPU; tests/binder_memory.py
@@ -68,7 +85,7 @@ test-browser: $(INSTALLED)
 	test -x $(CHROMIUM) || { apt-get update && apt-get install -y chromium; }
 	LAB_ARRAY_MB=$(TEST_ARRAY_MB) LAB_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser
 
-test: lint unit bench-check test-notebooks test-binder test-browser
+test: lint unit bench-check test-notebooks test-forkserver test-binder test-browser
 
 notebooks: $(INSTALLED)
 	$(BIN)/python -m tools.execute_notebooks execute notebooks/*.ipynb

@@ -51,7 +51,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "pickle": {
         "writable": _c("private copy per task: writes are lost", "04"),
         "start_methods": _c("any: pickled whatever the method", "01"),
-        "os": _c("any", "01"),
+        "os": _c("Linux (tested); any OS per the Python docs", "01"),
         "crash_cleanup": _c("nothing shared to leak", "01"),
         "multi_node": _c(NO_NODE, source="a local pipe"),
         "object_dtype": _c("yes, pickled item by item (slow)",
@@ -60,7 +60,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "send_once": {
         "writable": _c("private copy per worker: a change stays there", "02"),
         "start_methods": _c("any: crosses once per worker at start-up", "02"),
-        "os": _c("any", "02"),
+        "os": _c("Linux (tested); any OS per the Python docs", "02"),
         "crash_cleanup": _c("nothing shared to leak", "02"),
         "multi_node": _c(NO_NODE, source="a local pipe"),
         "object_dtype": _c("yes, any picklable object (not a __main__ class)", "02"),
@@ -68,7 +68,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "manager": {
         "writable": _c("yes, through the proxy; write items back", "02"),
         "start_methods": _c("any", "02"),
-        "os": _c("any", "02"),
+        "os": _c("Linux (tested); any OS per the Python docs", "02"),
         "crash_cleanup": _c("data dies with the manager process", "02"),
         "multi_node": _c("possible: a manager can listen on TCP", source=PY_DOCS),
         "object_dtype": _c("yes, one round trip per read", "02"),
@@ -76,7 +76,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "fork_cow": {
         "writable": _c("writes copy pages privately; parent never sees them", "03"),
         "start_methods": _c("fork only (unsafe with threads)", "03"),
-        "os": _c("Linux, macOS; not Windows", "03"),
+        "os": _c("Linux (tested); no fork on Windows per the Python docs", "03"),
         "crash_cleanup": _c("nothing shared to leak", "03"),
         "multi_node": _c(NO_NODE, "03"),
         "object_dtype": _c("readable, but refcounts un-share every page read", "03"),
@@ -84,7 +84,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "sharedctypes": {
         "writable": _c("yes, seen by all; += needs the lock", "04"),
         "start_methods": _c("any, but only via Process args / initargs", "04"),
-        "os": _c("any", "04"),
+        "os": _c("Linux (tested); any OS per the Python docs", "04"),
         "crash_cleanup": _c("nameless file: freed with the last mapping", "04"),
         "multi_node": _c(NO_NODE, "04"),
         "object_dtype": _c("no: C number types only", "04"),
@@ -92,7 +92,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "memmap_disk": {
         "writable": _c("'r+' seen by all at once; 'c' private; 'r' refuses", "05"),
         "start_methods": _c("any: workers map by path", "05"),
-        "os": _c("any", source="NumPy docs"),
+        "os": _c("Linux (tested); any OS per the NumPy docs", "05"),
         "crash_cleanup": _c("the file stays until deleted", "05"),
         "multi_node": _c("no (a network filesystem is not coherent for mappings)", source="mmap(2)"),
         "object_dtype": _c("no: raw bytes in a file", source="NumPy docs"),
@@ -108,7 +108,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "shared_memory": {
         "writable": _c("yes, seen by every process", "06", "07"),
         "start_methods": _c("any: attach by name", "06"),
-        "os": _c("Linux, macOS, Windows", source=PY_DOCS),
+        "os": _c("Linux (tested); macOS, Windows too per the Python docs", "06"),
         "crash_cleanup": _c("named: stays unless the resource tracker unlinks it", "06", "07"),
         "multi_node": _c(NO_NODE, "06"),
         "object_dtype": _c("no: a child crashed (SIGSEGV); helpers refuse it", "06"),
@@ -116,7 +116,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "executor": {
         "writable": _c("private args copied per task; SharedNDArray args shared", "07"),
         "start_methods": _c("any", "07"),
-        "os": _c("POSIX shared memory (Linux, macOS)", source="helpers.shared.shm"),
+        "os": _c("Linux only: needs /dev/shm and posix_fallocate (a clear error elsewhere)", "07"),
         "crash_cleanup": _c("yes: workers exit, the tracker unlinks segments", "07"),
         "multi_node": _c(NO_NODE, "07"),
         "object_dtype": _c("pickled as usual, not shared", source="helpers.shared.transit"),
@@ -124,7 +124,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "reducer_torch": {
         "writable": _c("yes: the receiver views the shared storage", "08"),
         "start_methods": _c("any; workers enable it in an initializer", "08"),
-        "os": _c("where PyTorch runs", source="PyTorch docs"),
+        "os": _c("Linux (tested); where PyTorch runs per its docs", "08"),
         "crash_cleanup": _c("fd strategy: nameless; file_system: torch_* files may stay", "08"),
         "multi_node": _c(NO_NODE, "08"),
         "object_dtype": _c("no: refused with TypeError", "08"),
@@ -132,7 +132,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "reducer_shared_memory": {
         "writable": _c("yes: the receiver views the segment", "08"),
         "start_methods": _c("any; workers enable it in an initializer", "08"),
-        "os": _c("POSIX shared memory (Linux, macOS)", source="helpers.shared.shm"),
+        "os": _c("Linux only: needs /dev/shm and posix_fallocate (a clear error elsewhere)", "08"),
         "crash_cleanup": _c("segments live until the sender stops sharing or exits", "08"),
         "multi_node": _c(NO_NODE, "08"),
         "object_dtype": _c("no: refused with TypeError", "08"),
@@ -140,7 +140,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "ray_by_value": {
         "writable": _c("no: workers get read-only views", "09"),
         "start_methods": _c("Ray's own worker processes", "09"),
-        "os": _c("Linux, macOS; Windows in beta", source=RAY_DOCS),
+        "os": _c("Linux (tested); macOS, Windows (beta) per the Ray docs", "09"),
         "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "09"),
         "multi_node": _c("yes: objects move between nodes", "09"),
         "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS),
@@ -148,7 +148,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "ray_object_store": {
         "writable": _c("no: ray.get gives read-only views", "09"),
         "start_methods": _c("Ray's own worker processes", "09"),
-        "os": _c("Linux, macOS; Windows in beta", source=RAY_DOCS),
+        "os": _c("Linux (tested); macOS, Windows (beta) per the Ray docs", "09"),
         "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "09"),
         "multi_node": _c("yes: objects move between nodes", "09"),
         "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS),

@@ -8,12 +8,17 @@ live one's.
 
 from __future__ import annotations
 
-import _posixshmem
 import mmap
 import os
 import secrets
 import stat
+import sys
 import weakref
+
+try:
+    import _posixshmem  # CPython's shm_open/shm_unlink; absent where there is no POSIX shared memory
+except ImportError:
+    _posixshmem = None
 
 import numpy as np
 
@@ -132,8 +137,33 @@ def check_room(n_bytes: int) -> None:
         )
 
 
+def require_posix_shared_memory() -> None:
+    """Raise a clear error naming what is missing where POSIX shared memory cannot work as we need.
+
+    The library needs ``shm_open`` (CPython's ``_posixshmem``) and ``os.posix_fallocate`` (to
+    reserve a new segment's pages, so that a full /dev/shm is a MemoryError instead of SIGBUS).
+    Both exist on Linux, the only platform the course tests; macOS lacks ``posix_fallocate``,
+    Windows both.
+    """
+    missing = [what for what, present in (("POSIX shared memory (shm_open, CPython's _posixshmem)",
+                                           _posixshmem is not None),
+                                          ("os.posix_fallocate", hasattr(os, "posix_fallocate")))
+               if not present]
+    if missing:
+        raise OSError(f"helpers.shared needs {' and '.join(missing)}, which this platform ({sys.platform}) "
+                      "does not have; it is tested on Linux only. Use multiprocessing.shared_memory "
+                      "directly (it does not reserve pages up front), or run on Linux.")
+
+
+def open_existing(name: str) -> int:
+    """A read-write file descriptor of existing segment ``name`` (FileNotFoundError if it is gone)."""
+    require_posix_shared_memory()
+    return _posixshmem.shm_open("/" + name, os.O_RDWR, 0)
+
+
 def unlink(name: str) -> bool:
     """Remove segment ``name``; False when it was already gone."""
+    require_posix_shared_memory()
     try:
         _posixshmem.shm_unlink("/" + name)
     except FileNotFoundError:
@@ -150,6 +180,7 @@ class Mapping:
     """
 
     def __init__(self, name: str, create_bytes: int | None):
+        require_posix_shared_memory()
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create_bytes is not None else 0)
         self.map: mmap.mmap | None = None
         try:
@@ -189,15 +220,8 @@ class Mapping:
 
 def _reserve(fd: int, n_bytes: int) -> None:
     """Reserve every page of a new segment now, so a full /dev/shm is a MemoryError, not SIGBUS."""
-    fallocate = getattr(os, "posix_fallocate", None)
-    if fallocate is None:
-        raise OSError(
-            "this platform has no os.posix_fallocate, so a new segment's pages cannot be reserved "
-            "up front and a full shared-memory folder would kill the writer with SIGBUS; "
-            "helpers.shared supports Linux only"
-        )
     try:
-        fallocate(fd, 0, n_bytes)
+        os.posix_fallocate(fd, 0, n_bytes)
     except OSError as error:
         raise MemoryError(
             f"/dev/shm could not reserve {format_bytes(n_bytes)} ({error.strerror}); "

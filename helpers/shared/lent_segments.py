@@ -32,7 +32,6 @@ would otherwise unlink them, with a warning, only when the whole program ends.
 
 from __future__ import annotations
 
-import _posixshmem
 import fcntl
 import itertools
 import mmap
@@ -47,6 +46,7 @@ from helpers.shared._segments import (
     Mapping,
     creator_pid,
     mapping_under,
+    open_existing,
     process_alive,
     refuse_objects,
     segment_names,
@@ -124,7 +124,7 @@ def count_holders(name: str, header: np.ndarray, delta: int) -> int | None:
     # finalizer wanting these same locks from this thread) cannot start while they are held.
     with _flock_guard:
         try:
-            fd = _posixshmem.shm_open("/" + name, os.O_RDWR, 0)
+            fd = open_existing(name)
         except FileNotFoundError:
             return None
         try:

@@ -48,3 +48,9 @@ def test_text_table_can_show_one_question():
     assert "TypeError" in text and "(06)" in text
     with pytest.raises(KeyError):
         decision_guide.as_text(question="colour")
+
+
+def test_the_os_column_claims_only_what_the_tests_run():
+    for name, row in decision_guide.GUIDE.items():
+        assert row["os"].text.startswith("Linux"), name  # other platforms only as the docs' word
+        assert row["os"].lessons, name

@@ -47,3 +47,10 @@ def test_binder_scripts_install_the_package_and_hand_over():
     assert start.rstrip().endswith('exec "$@"')
     for script in ("postBuild", "start"):
         assert (ROOT / "binder" / script).stat().st_mode & 0o111, f"binder/{script} is not executable"
+
+
+def test_the_makefile_installs_the_pinned_torch_from_its_cpu_index():
+    makefile = (ROOT / "Makefile").read_text()
+    torch_pin = next(pin for pin in _pyproject_pins() if pin.startswith("torch=="))
+    assert f"TORCH := {torch_pin}" in makefile
+    assert "TORCH_INDEX ?= https://download.pytorch.org/whl/cpu" in makefile
