@@ -5,7 +5,8 @@ Every pool uses an explicit start method and a ``helpers.measure.quiet_processes
 ignore Ctrl-C; the caller shuts them down in order). A pool is closed and joined at teardown, so
 its workers run their exit hooks (the torch-free reduction unlinks what its workers lent); on an
 error or Ctrl-C it is terminated. ``needs`` are bytes at the worst moment, besides the caller's
-own array: a generous count of copies plus each worker's own interpreter.
+own array: a generous count of copies plus each worker's own interpreter. A fork-started pool is
+refused (RuntimeError) in a process where Ray has run (``helpers.lessons.ray_session``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from helpers.bench import tasks
 from helpers.bench.harness import STAND_IN, ExecutorWorkers, Mechanism, Needs, PoolWorkers, Workers, warm
-from helpers.lessons import fork_copy_on_write, memmap, send_once_and_managers, sharedctypes
+from helpers.lessons import fork_copy_on_write, memmap, ray_session, send_once_and_managers, sharedctypes
 from helpers.measure.quiet_processes import quiet_context
 from helpers.measure.units import MiB
 from helpers.shared import reducers
@@ -46,7 +47,8 @@ def pool_of(context, n_workers: int, initializer=None, initargs: tuple = ()) -> 
 
 def start_pool(mechanism: Mechanism, stack: contextlib.ExitStack, initializer=None,
                initargs: tuple = ()) -> Workers:
-    """Start the mechanism's pool on ``stack`` and warm every worker."""
+    """Start the mechanism's pool on ``stack`` and warm every worker (never forked after Ray ran here)."""
+    ray_session.refuse_fork_after_ray(mechanism.start_method, f"the pool of {type(mechanism).__name__}")
     context = quiet_context(mechanism.start_method)
     pool = stack.enter_context(pool_of(context, mechanism.n_workers, initializer, initargs))
     started = PoolWorkers(pool)

@@ -1,12 +1,15 @@
 """Lesson 09's two mechanisms behind ``helpers.bench.harness.Mechanism``: Ray tasks that get the array
 by value (``f.remote(array)``: Ray stores it once per call) or by reference (``ray.put`` once).
 
-Ray runs in a ``helpers.lessons.ray_session.ray_session`` (a local instance, shut down and cleaned up on exit,
-also on error or Ctrl-C). Its processes (GCS, raylet, the workers) are descendants of this process
-here, so the tree's PSS counts them; its workers read arrays zero-copy from the object store,
-which lives in one file (in /dev/shm when it fits). Ray does not give freed pages of that file
-back, so the store's bytes are read as the file's allocated bytes (``st_blocks``) halfway
-through the holding window, when every object of the fan-out is alive. Sizes are bytes.
+They run in the Ray strategies' own spawned process (``helpers.bench.ray_child``; the registry in
+``helpers.bench.strategies`` sends them there), never in the caller's: a process in which Ray has
+run must not fork afterwards. There Ray runs in a ``helpers.lessons.ray_session.ray_session`` (a
+local instance, shut down and cleaned up on exit, also on error or Ctrl-C). Its processes (GCS,
+raylet, the workers) are descendants of that process, so the tree's PSS it measures counts them;
+its workers read arrays zero-copy from the object store, which lives in one file (in /dev/shm
+when it fits). Ray does not give freed pages of that file back, so the store's bytes are read as
+the file's allocated bytes (``st_blocks``) halfway through the holding window, when every object
+of the fan-out is alive. Sizes are bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Iterator
 
 import psutil
 
+from helpers.bench import ray_child
 from helpers.bench.harness import Mechanism, Needs, RayWorkers, warm
 from helpers.lessons import ray_session
 from helpers.measure.units import GiB
@@ -44,7 +48,8 @@ def shared_ray_session() -> Iterator[None]:
     """Let the Ray strategies run inside this block share one Ray instance: the first one starts it,
     the block's end shuts it down. Saves a Ray start-up (seconds) per strategy; the cost is that only
     the first one's memory can be measured (a used store's pages are already touched), so the others
-    report no memory and say why. Times are unaffected: every strategy warms its workers first."""
+    report no memory and say why. Times are unaffected: every strategy warms its workers first.
+    ``strategies.run_all(share_ray_session=True)`` opens it in the Ray strategies' own process."""
     if _shared.stack is not None:
         raise RuntimeError("a shared Ray session is already open")
     _shared.stack, _shared.users = contextlib.ExitStack(), 0
@@ -90,12 +95,17 @@ class RayByValue(Mechanism):
     """Lesson 09: ``f.remote(array)``: every call puts the array into the object store anew."""
 
     start_method = "ray"
-    notes = ("Ray's processes are descendants of this one here, so the tree's PSS counts them; each call "
-             "stores the array anew; workers read it zero-copy; the result goes through the store")
+    notes = ("Ray ran in a spawned process of its own, which measured its tree (Ray's processes "
+             "included); each call stores the array anew; workers read it zero-copy; the result goes "
+             "through the store")
 
     @classmethod
     def missing(cls):
-        return ray_session.ray_available()
+        """Why Ray cannot run here: in the Ray strategies' process Ray is imported to be sure; anywhere
+        else it must not even be imported, so only its installation is looked for."""
+        if ray_child.in_ray_child():
+            return ray_session.ray_available()
+        return ray_session.ray_installed()
 
     @classmethod
     def store_bytes(cls, array_bytes: int, n_workers: int) -> int:
@@ -103,8 +113,9 @@ class RayByValue(Mechanism):
 
     @classmethod
     def needs(cls, array_bytes, n_workers):
+        """The store, a few copies, Ray's processes, and the Ray strategies' process with its own copy."""
         store = cls.store_bytes(array_bytes, n_workers)
-        return Needs(ram=store + 3 * array_bytes + RAY_RAM)
+        return Needs(ram=store + 4 * array_bytes + RAY_RAM + ray_child.CHILD_RAM)
 
     @classmethod
     def too_big(cls, array_bytes: int, n_workers: int) -> str | None:
@@ -136,8 +147,9 @@ class RayByValue(Mechanism):
 class RayObjectStore(RayByValue):
     """Lesson 09: ``ref = ray.put(array)`` once; tasks get the reference, workers read it zero-copy."""
 
-    notes = ("Ray's processes are descendants of this one here, so the tree's PSS counts them; setup is "
-             "one ray.put; workers read the stored array zero-copy; the result goes through the store")
+    notes = ("Ray ran in a spawned process of its own, which measured its tree (Ray's processes "
+             "included); setup is one ray.put; workers read the stored array zero-copy; the result goes "
+             "through the store")
 
     def setup(self):
         import ray

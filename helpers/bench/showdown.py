@@ -40,9 +40,11 @@ class Claim:
 
 def run_showdown(names: Sequence[str], array, n_workers: int, repeat: int = 3,
                  progress: Callable[[str, int, int], None] | None = None) -> list:
-    """``strategies.run_all`` as the lesson and the panel run it: the Ray strategies share one Ray
-    instance (a start-up of several seconds saved; only the first reports memory, the other says
-    why), and a strategy that fails here becomes a skipped result whose reason says so."""
+    """``strategies.run_all`` as the lesson and the panel run it: the Ray strategies run in a spawned
+    process of their own (Ray never runs here, so this process may still fork afterwards) and
+    share one Ray instance there (a start-up of several seconds saved; only the first reports
+    memory, the other says why), and a strategy that fails here becomes a skipped result whose
+    reason says so."""
     from helpers.bench import strategies
 
     return strategies.run_all(names, array, n_workers, repeat=repeat, progress=progress,

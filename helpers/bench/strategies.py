@@ -8,6 +8,12 @@ fan-out where every worker sums the whole array (timed, checked), a round trip w
 returns a same-size array (timed, checked), teardown (timed), and the memory the tree holds while
 every worker holds the array. ``floor_seconds`` measures the floors to compare with. Seconds and
 bytes throughout; the array is the caller's random float64.
+
+The Ray strategies run in a spawned process of their own (``helpers.bench.ray_child``), which
+measures them the same way and sends the results back: Ray never runs in this process, so the
+fork-started strategies may still fork here afterwards. Where Ray has run in this process anyway
+(the user's own ``ray.init()``), a fork-started strategy is skipped with the reason
+(``helpers.lessons.ray_session.FORK_AFTER_RAY``) instead of hanging.
 """
 
 from __future__ import annotations
@@ -18,10 +24,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.bench import mechanisms, ray_strategies
+from helpers.bench import mechanisms, ray_child, ray_strategies
 from helpers.bench import transport_suite as transport
 from helpers.bench.harness import Mechanism, measure
-from helpers.lessons import memmap
+from helpers.lessons import memmap, ray_session
 from helpers.measure import system
 from helpers.measure.timing import Timing
 from helpers.measure.units import format_bytes
@@ -44,9 +50,11 @@ class Strategy:
 
     def unavailable(self, array_bytes: int, n_workers: int) -> str | None:
         """None when it can run here now; otherwise one sentence why not (a missing start method or
-        library, or not enough free RAM, /dev/shm or disk for this size, checked before anything
-        is written: writing past a full tmpfs kills the writer with SIGBUS)."""
-        reason = self.mechanism.missing() or self.mechanism.too_big(array_bytes, n_workers)
+        library, a fork after Ray has run in this process, or not enough free RAM, /dev/shm or disk
+        for this size, checked before anything is written: writing past a full tmpfs kills the
+        writer with SIGBUS)."""
+        reason = (self.mechanism.missing() or ray_session.fork_refusal(self.start_method)
+                  or self.mechanism.too_big(array_bytes, n_workers))
         if reason:
             return reason
         needs = self.mechanism.needs(array_bytes, n_workers)
@@ -157,9 +165,16 @@ def _check_array(array: np.ndarray) -> None:
 
 def run_strategy(name: str, array: np.ndarray, n_workers: int, repeat: int = 3) -> StrategyResult:
     """Set up, fan out, round trip, tear down (``helpers.bench.harness``); ``repeat`` timed runs of
-    the fan-out and the round trip, after one warm-up each. Never raises for an unavailable
-    strategy (returns skipped=reason). Leaves no process, segment, file or Ray instance behind,
-    also on error or Ctrl-C."""
+    the fan-out and the round trip, after one warm-up each. A Ray strategy runs in a spawned process
+    of its own (``helpers.bench.ray_child``). Never raises for an unavailable strategy (returns
+    skipped=reason). Leaves no process, segment, file or Ray instance behind, also on error or Ctrl-C."""
+    with ray_child.RayChild(_serve_ray_strategies, array) as child:  # started only for a Ray strategy
+        return _run_one(name, array, n_workers, repeat, child)
+
+
+def _run_one(name: str, array: np.ndarray, n_workers: int, repeat: int,
+             child: ray_child.RayChild) -> StrategyResult:
+    """``run_strategy``, the Ray strategies in ``child``, the others here."""
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose from {', '.join(NAMES)}")
     if n_workers < 1 or repeat < 1:
@@ -169,13 +184,24 @@ def run_strategy(name: str, array: np.ndarray, n_workers: int, repeat: int = 3) 
     reason = strategy.unavailable(array.nbytes, n_workers)
     if reason is not None:
         return StrategyResult(name, strategy.title, array.nbytes, n_workers, skipped=reason)
+    if strategy.start_method != "ray":
+        return _measure_here(strategy, array, n_workers, repeat)
+    try:
+        return child.run(name, n_workers, repeat)
+    except ray_child.RayChildFailed as failed:  # it cleaned up (the child, or this side after it)
+        return StrategyResult(name, strategy.title, array.nbytes, n_workers, skipped=f"failed here: {failed}")
+
+
+def _measure_here(strategy: Strategy, array: np.ndarray, n_workers: int, repeat: int) -> StrategyResult:
+    """Measure one available strategy in this process (``harness.measure``); a failure (it cleaned up
+    after itself) becomes a skipped result saying what happened."""
+    name = strategy.name
     mechanism = strategy.mechanism(array, n_workers, contextlib.ExitStack())
     try:
         measured = measure(mechanism, repeat)
     except Exception as error:  # it cleaned up after itself (measure's ExitStack); say what happened
-        first_line = (str(error).strip().splitlines() or [""])[0][:160]
         return StrategyResult(name, strategy.title, array.nbytes, n_workers,
-                              skipped=f"failed here: {type(error).__name__}: {first_line}")
+                              skipped=f"failed here: {ray_child.one_line(error)}")
     memory = {"pss_added_bytes": measured.pss_added, "shm_added_bytes": measured.shm_added,
               "object_store_bytes": measured.extra.get("object_store_bytes"),
               "peak_pss_added_bytes": measured.peak_pss_added}
@@ -188,25 +214,49 @@ def run_strategy(name: str, array: np.ndarray, n_workers: int, repeat: int = 3) 
         notes=notes, **memory)
 
 
+def _serve_ray_strategies(connection, n_items: int, share: bool, scratch: str) -> None:
+    """Main of the Ray strategies' spawned process (``ray_child.serve``): measures each Ray strategy
+    asked for, all on one Ray instance when ``share``."""
+    session = ray_strategies.shared_ray_session if share else contextlib.nullcontext
+    ray_child.serve(connection, n_items, scratch, _run_in_ray_child, session)
+
+
+def _run_in_ray_child(name: str, array: np.ndarray, n_workers: int, repeat: int) -> StrategyResult:
+    """In the Ray strategies' process: measure one (the caller checked sizes and free memory; here Ray
+    is imported, and a Ray that does not import is the reason it is skipped)."""
+    strategy = STRATEGIES[name]
+    reason = strategy.mechanism.missing()
+    if reason is not None:
+        return StrategyResult(name, strategy.title, array.nbytes, n_workers, skipped=reason)
+    return _measure_here(strategy, array, n_workers, repeat)
+
+
 def run_all(names: Iterable[str], array: np.ndarray, n_workers: int, repeat: int = 3,
             progress: Callable[[str, int, int], None] | None = None,
             share_ray_session: bool = False) -> list[StrategyResult]:
     """``run_strategy`` for each name, in order, calling ``progress(name, done, total)`` before each.
 
-    ``share_ray_session``: the Ray strategies run on one Ray instance (one start-up of several
-    seconds saved per strategy); only the first of them then reports memory, the others say why
-    (``ray_strategies.shared_ray_session``). The benchmark keeps it off."""
+    The Ray strategies run in one spawned process of their own, started at the first of them and
+    ended after the last (so no later strategy is measured beside Ray). ``share_ray_session``: they
+    run on one Ray instance there (one start-up of several seconds saved per strategy); only the
+    first of them then reports memory, the others say why (``ray_strategies.shared_ray_session``).
+    The benchmark keeps it off."""
     names = list(names)
     _check_array(array)  # bad input is refused before anything starts
     unknown = [name for name in names if name not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(NAMES)}")
+    ray_left = sum(STRATEGIES[name].start_method == "ray" for name in names)
     results = []
-    with ray_strategies.shared_ray_session() if share_ray_session else contextlib.nullcontext():
+    with ray_child.RayChild(_serve_ray_strategies, array, share=share_ray_session) as child:
         for done, name in enumerate(names):
             if progress is not None:
                 progress(name, done, len(names))
-            results.append(run_strategy(name, array, n_workers, repeat))
+            results.append(_run_one(name, array, n_workers, repeat, child))
+            if STRATEGIES[name].start_method == "ray":
+                ray_left -= 1
+                if ray_left == 0:
+                    child.close()
     return results
 
 

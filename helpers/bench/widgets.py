@@ -7,14 +7,14 @@ one that fails here is listed, not fatal) in a background thread, so the kernel 
 responsive; the progress bar advances after each strategy; Stop (or the time limit) ends the run
 before the next strategy starts, and every strategy cleans up after itself (processes, segments,
 files). When the run ends, the time and memory plots are drawn as one PNG into the ``Output``.
-Sizes are bytes, times seconds.
+The Ray strategies run in a spawned process of their own (``helpers.bench.ray_child``): Ray never
+runs in the kernel, so a second run may still fork (fork_cow). Sizes are bytes, times seconds.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -32,19 +32,6 @@ DEFAULT_TIME_LIMIT_S = 600.0  # Run stops starting new strategies after this lon
 # Chosen when the panel opens: three cheap ways (a few seconds each at the smallest size), one per
 # family: copy per task, inherit, named segment. Ray and torch start slowly; pick them by hand.
 DEFAULT_NAMES = ("pickle", "fork_cow", "shared_memory")
-
-
-class _NotTheMainThread(logging.Filter):
-    """Drops Ray's one warning that ``ray.init`` outside the main thread sets no SIGTERM handler: a
-    run here is in the panel's thread on purpose, and the run shuts Ray down itself."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "current thread is not the main thread" not in record.getMessage()
-
-
-_RAY_WORKER_LOGGER = logging.getLogger("ray._private.worker")
-if not any(isinstance(f, _NotTheMainThread) for f in _RAY_WORKER_LOGGER.filters):
-    _RAY_WORKER_LOGGER.addFilter(_NotTheMainThread())
 
 
 class Cancelled(Exception):

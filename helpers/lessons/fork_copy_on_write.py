@@ -6,6 +6,8 @@ side writes to it. ``installed(array=..., rows=...)`` sets this module's globals
 memory (``helpers.measure.proctree.process_memory``: RSS, USS, PSS in bytes) before and after its task,
 reports it to the parent, then holds still until released, so the parent can measure the tree.
 Under ``spawn`` or ``forkserver`` a child imports this module afresh: the globals are None there.
+In a process where Ray has run, ``fan_out`` refuses to fork (``helpers.lessons.ray_session``:
+forking then can deadlock the child) with a RuntimeError that says so.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from helpers.lessons import ray_session
 from helpers.lessons.demos import join_or_kill
 from helpers.measure.proctree import ProcessMemory, process_memory
 from helpers.measure.units import format_bytes
@@ -175,13 +178,15 @@ def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
     and ``'<label> end'`` around the hold. Halfway through the hold this process reads every
     process's memory exactly (``FanOut.held``): the sampler's PSS/USS may lag, since it re-reads
     them when an RSS moves, and a child's RSS does not move when its pages are un-shared.
-    Raises what a worker raised. Every worker is released and joined (or killed).
+    Raises what a worker raised. Every worker is released and joined (or killed). Refuses to fork
+    (RuntimeError) in a process where Ray has run.
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
     if (send is not None) != (task in RECEIVING_TASKS):
         raise ValueError(f"task {task!r} needs send=... exactly when it is one of {sorted(RECEIVING_TASKS)}")
     context = multiprocessing.get_context(start_method)
+    ray_session.refuse_fork_after_ray(context.get_start_method(), f"fan_out({task!r})")
     processes, pipes = [], []
     parent_before = process_memory(os.getpid())
     try:

@@ -12,16 +12,25 @@ sockets, ``ray_current_cluster``; we point ``RAY_TMPDIR`` and ``_temp_dir`` at a
 folder and remove it), worker processes that outlive the raylet for a moment (we wait for every
 process Ray started, and kill by pid what is still there after 10 s). The store's file in
 /dev/shm is unlinked by Ray as soon as it is mapped, so ``ls /dev/shm`` never shows it.
+
+A process in which Ray has run must never fork afterwards: Ray's gRPC threads hold locks, and a
+forked child that runs Ray's destructors waits forever on a lock held by a thread that does not
+exist in the child. ``ray_session`` and ``local_cluster`` record that Ray has run here;
+``ray_has_run`` also sees a Ray the user started (``ray.init()``); the lessons' and the
+benchmark's fork-started helpers call ``refuse_fork_after_ray`` (a RuntimeError saying why and
+what to do) instead of hanging. ``ray_installed`` tells whether Ray is there without importing it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import re
 import secrets
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +50,8 @@ SPARE_COPIES = 2
 HEADROOM = 1.25
 MAX_SHARE_OF_AVAILABLE = 0.5  # never give the store more than this share of the memory available
 SHUTDOWN_TIMEOUT_SECONDS = 10.0
+FORK_AFTER_RAY = ("Ray has run in this process; forking now can deadlock (Ray's gRPC threads' locks). "
+                  "Use spawn or forkserver, or restart the kernel")
 _STORE_LINE = re.compile(r"\] \(raylet\) store_runner\.cc:\d+: Starting object store with directory ([^,]+),")
 
 
@@ -51,6 +62,56 @@ def ray_available() -> str | None:
     except Exception as error:  # ImportError, or a broken install raising something else
         return f"Ray is not usable here ({type(error).__name__}: {error}); install it with pip install 'ray'"
     return None
+
+
+def ray_installed() -> str | None:
+    """None if a ``ray`` package is installed here, else why not; unlike ``ray_available`` it does not
+    import Ray (a process that must never run Ray can ask)."""
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):
+        found = False
+    return None if found else "Ray is not installed here; install it with pip install 'ray'"
+
+
+class _RayRecord:
+    """Whether Ray has run in this process (set before ``ray.init`` starts its threads; never reset)."""
+
+    ran = False
+
+
+_record = _RayRecord()
+
+
+def ray_has_run() -> bool:
+    """True once Ray has run in this process: a ``ray_session``/``local_cluster`` of ours started, or a
+    Ray that someone started with ``ray.init()`` is running now (seen once, remembered). Never
+    imports Ray. (A Ray the user started and shut down before anything asked is not seen.)"""
+    if not _record.ran:
+        ray = sys.modules.get("ray")
+        is_initialized = getattr(ray, "is_initialized", None)
+        try:
+            _record.ran = bool(is_initialized is not None and is_initialized())
+        except Exception:  # a half-imported or broken Ray: it has not run
+            pass
+    return _record.ran
+
+
+def _note_ray_runs() -> None:
+    _record.ran = True
+
+
+def fork_refusal(start_method: str) -> str | None:
+    """``FORK_AFTER_RAY`` when ``start_method`` is fork and Ray has run in this process, else None."""
+    return FORK_AFTER_RAY if start_method == "fork" and ray_has_run() else None
+
+
+def refuse_fork_after_ray(start_method: str, what: str) -> None:
+    """Raise RuntimeError (naming the cause and the fix) if ``what`` would fork now that Ray has run
+    in this process; do nothing for spawn or forkserver, or when Ray has not run here."""
+    reason = fork_refusal(start_method)
+    if reason is not None:
+        raise RuntimeError(f"{what} would start with fork: {reason}")
 
 
 def object_store_bytes_for(array_bytes: int, n_workers: int) -> int:
@@ -266,6 +327,7 @@ def ray_session(num_cpus: int | None = None, object_store_bytes: int | None = No
         "_temp_dir": str(temp_dir),
         **init_kwargs,
     }
+    _note_ray_runs()  # from here on Ray's settings load, its processes and threads start
     with _ray_environment(temp_dir), _cleaned_up([temp_dir], ray.shutdown):
         context = ray.init(**settings)
         node = ray._private.worker._global_node
@@ -305,6 +367,7 @@ def local_cluster(n_nodes: int = 2, cpus_per_node: int = 1, object_store_bytes: 
 
     common = {"num_cpus": cpus_per_node, "object_store_memory": object_store_bytes,
               "include_log_monitor": False}
+    _note_ray_runs()
     with _ray_environment(temp_dir), _cleaned_up(folders, stop):
         cluster = Cluster(shutdown_at_exit=True)
         clusters.append(cluster)

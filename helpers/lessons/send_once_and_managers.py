@@ -28,6 +28,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from helpers.lessons import ray_session
 from helpers.measure.timing import Timing, time_it
 
 ITEM_FLOATS = 1024  # one item: 1024 float64 numbers, 8 KiB (a 32x32 image, say)
@@ -211,7 +212,9 @@ def installed_pool(context, n_workers: int, obj) -> Iterator:
     Before starting, ``check_importable_by_workers(obj)``: a worker that cannot unpickle its
     initializer's arguments dies, and the pool replaces it forever while tasks wait. Then one task
     runs before the pool is yielded (every later task finds a started pool). Terminated on exit.
+    A fork context is refused (RuntimeError) in a process where Ray has run: forking then can deadlock.
     """
+    ray_session.refuse_fork_after_ray(context.get_start_method(), "installed_pool")
     check_importable_by_workers(obj)
     with context.Pool(n_workers, initializer=install, initargs=(obj,)) as pool:
         pool.apply(installed_length)

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from helpers.bench import cli, report
+from helpers.lessons import ray_session
 from helpers.measure.units import MiB
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,3 +207,64 @@ def test_ctrl_c_in_the_strategies_suite_shuts_everything_down_and_exits_130(tmp_
     assert "Traceback" not in text, text
     assert not out.exists()
     assert live_processes_in_group(process.pid) == []
+
+
+@pytest.mark.skipif(ray_session.ray_installed() is not None, reason=str(ray_session.ray_installed()))
+@pytest.mark.timeout(300)
+def test_ctrl_c_while_a_ray_strategy_runs_shuts_ray_down_and_exits_130(tmp_path):
+    """The Ray strategy runs in a spawned process of the CLI's (with Ray's processes below it): Ctrl-C
+    reaches the whole group; every process of the CLI's tree ends, Ray's folder is removed (the
+    autouse fixture checks the temp folder), and the CLI exits with 130."""
+    out = tmp_path / "interrupted.json"
+    with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--sizes", "4", "--strategies",
+                           "ray_object_store", "--repeat", "2000", "--out", str(out)], cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as process:
+        stderr: list[str] = []
+        reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
+        reader.start()
+        tree = wait_for_a_raylet(process.pid, timeout=120)
+        time.sleep(4)  # Ray has started; its workers warm up or the timed runs go on
+        tree = tree | set(descendants(process.pid))
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=120)
+        reader.join()
+    text = "".join(stderr)
+    assert process.returncode == 130, text
+    assert text.strip().splitlines()[-1].startswith("interrupted:"), text
+    assert "Traceback" not in text, text
+    assert not out.exists()
+    assert live_processes_in_group(process.pid) == []
+    assert still_running(tree) == []  # Ray's workers too (they run in sessions of their own)
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.Error):
+        return psutil.Process(pid).children(recursive=True)
+    return []
+
+
+def wait_for_a_raylet(pid: int, timeout: float) -> set[psutil.Process]:
+    """The processes below ``pid`` once one of them is a raylet (Ray has started); up to ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tree = descendants(pid)
+        with contextlib.suppress(psutil.Error):
+            if any(child.name() == "raylet" for child in tree):
+                return set(tree)
+        time.sleep(0.1)
+    raise AssertionError(f"no raylet below process {pid} within {timeout:.0f} s")
+
+
+def still_running(processes: set[psutil.Process], wait: float = 10) -> list[str]:
+    """Command lines of ``processes`` still running (zombies aside) after waiting up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        live = []
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                    live.append(" ".join(process.cmdline())[:160])
+        if not live or time.monotonic() > deadline:
+            return live
+        time.sleep(0.2)

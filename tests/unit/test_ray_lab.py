@@ -1,59 +1,187 @@
-"""helpers.lessons.ray_session, ray_demos, ray_processes and ray_tasks with a real Ray: a local instance and a
-local two-node cluster, real worker processes, real object stores.
+"""helpers.lessons.ray_session, ray_object_store, ray_tasks and helpers.measure.ray_processes with a real
+Ray: a local instance and a local two-node cluster, real worker processes, real object stores.
 
-Ray takes seconds to start, so each of the two is started once (class-scoped fixtures: one runs at
-a time, as one process can drive only one Ray) and its tests share it; the autouse fixture in
-conftest.py still checks each test for /dev/shm entries and temp folders left behind, and the
-fixtures and the last test check that shutting down left nothing at all.
+Ray never runs in the pytest process (a process in which Ray has run must not fork afterwards,
+and later tests fork): each of the two is started once, in a subprocess running ``SCRIPT``, which
+measures what the class's tests check and prints it as JSON (class-scoped fixtures; Ray takes
+seconds to start). The one-node session is left with Ctrl-C (KeyboardInterrupt raised inside the
+``with``): the clean-up must work on that path too. After each, the subprocess reports what Ray
+left (nothing, checked by a test); the autouse fixture in conftest.py still checks each test for
+/dev/shm entries and temp folders left behind.
 """
 
 from __future__ import annotations
 
-import os
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
-import psutil
 import pytest
 
-from helpers.lessons import ray_object_store, ray_session, ray_tasks
-from helpers.measure import leftovers, ray_processes
+from helpers.lessons import ray_session
+from helpers.measure import leftovers
 from helpers.measure.units import MiB
 
-pytestmark = pytest.mark.skipif(ray_session.ray_available() is not None,
-                                reason=str(ray_session.ray_available()))
+pytestmark = pytest.mark.skipif(ray_session.ray_installed() is not None,
+                                reason=str(ray_session.ray_installed()))
 
+ROOT = Path(__file__).resolve().parents[2]
 ARRAY_BYTES = 8 * MiB
 STORE_BYTES = ray_session.RAY_MINIMUM_STORE_BYTES + 32 * MiB
+SCRIPT_TIMEOUT = 240  # seconds: a Ray start-up (or a cluster's two) and the measurements, on 2 busy cores
+FACTS = "FACTS: "  # the line of the script's output that holds its JSON
+
+SCRIPT = textwrap.dedent('''
+    import json, os, sys, traceback
+
+    import psutil
+
+    from helpers.lessons import ray_object_store, ray_session, ray_tasks
+    from helpers.measure import leftovers, ray_processes
+    from helpers.measure.units import MiB
+
+    MODE, ARRAY_BYTES, STORE_BYTES = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    facts = {}
+
+
+    def section(name, measure, nodes):
+        try:
+            facts[name] = measure(nodes)
+        except Exception:
+            facts[name] = {"error": traceback.format_exc()}
+
+
+    def in_our_tree(nodes):
+        import ray
+
+        table = ray_processes.ray_process_table(nodes)
+        return {"initialized": ray.is_initialized(), "roles": sorted({row.role for row in table}),
+                "worker_parents": [row.parent for row in table if row.role.startswith("worker")],
+                "raylet_pid": nodes.head.raylet_pid,
+                "raylet_parent_is_driver": psutil.Process(nodes.head.raylet_pid).ppid() == os.getpid(),
+                "temp_dir_name": nodes.temp_dir.name}
+
+
+    def put_array(nodes):
+        import ray
+
+        array = ray_object_store.random_array(ARRAY_BYTES)
+        ref = ray.put(array)
+        got = ray.get(ray_object_store.remote(ray_tasks.facts_after_get).remote([ref]))
+        total = ray.get(ray_object_store.remote(ray_tasks.sum_array).remote(ref))
+        caught = [pitfall.message for pitfall in ray_object_store.read_only_pitfalls(ref)]
+        zeroed = ray_object_store.zeroed_in_a_copy(ref)
+        del ref
+        return {"facts": got, "driver_pid": os.getpid(), "sum": total, "expected_sum": float(array.sum()),
+                "pitfalls": caught, "zeroed": zeroed, "expected_zeroed": int((array < 0.5).sum())}
+
+
+    def fan_out_memory(nodes):
+        array = ray_object_store.random_array(ARRAY_BYTES)
+        by_reference, by_value = ray_object_store.compare_fan_out_memory(array, 2, hold_seconds=0.5)
+        return {"by_reference": by_reference.store_bytes, "by_value": by_value.store_bytes}
+
+
+    def dtypes(nodes):
+        return ray_object_store.what_workers_get(ray_object_store.dtype_variants(MiB))
+
+
+    def second_session(nodes):
+        import ray
+
+        try:
+            with ray_session.ray_session(num_cpus=1):
+                refused = None
+        except RuntimeError as error:
+            refused = str(error)
+        return {"refused": refused, "initialized": ray.is_initialized(), "put_get": ray.get(ray.put(7))}
+
+
+    def reads(nodes):
+        array = ray_object_store.random_array(ARRAY_BYTES)
+        done = ray_object_store.reads_across_nodes(nodes, array, [("head", 0), ("remote", 1), ("again", 1)])
+        return [{"copies_on": r.copies_on, "in_object_store": r.in_object_store, "get_seconds": r.get_seconds}
+                for r in done]
+
+
+    def per_node(nodes):
+        rows = ray_object_store.put_and_get_per_node(nodes, MiB, repeat=1)
+        return {"rows": [rows[node.index] for node in nodes.nodes],
+                "folders": [str(folder) for folder in nodes.folders],
+                "second_node_pss": ray_processes.node_memory(nodes.nodes[1]).pss}
+
+
+    def one_node():
+        children_before = {child.pid for child in ray_session.ray_descendants()}
+        interrupted = False
+        try:
+            with ray_session.ray_session(num_cpus=2, object_store_bytes=STORE_BYTES) as nodes:
+                ray_object_store.warm_up(nodes, 2)
+                for name, measure in (("tree", in_our_tree), ("put", put_array), ("memory", fan_out_memory),
+                                      ("dtypes", dtypes), ("second", second_session)):
+                    section(name, measure, nodes)
+                raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            interrupted = True
+        left = [child for child in ray_session.ray_descendants() if child.pid not in children_before]
+        return nodes, {"interrupted": interrupted, "left": [" ".join(c.cmdline())[:200] for c in left]}
+
+
+    def two_nodes():
+        with ray_session.local_cluster(n_nodes=2, object_store_bytes=ray_session.RAY_MINIMUM_STORE_BYTES,
+                                       disk_store_nodes=1) as nodes:
+            ray_object_store.warm_up(nodes, 1)
+            section("reads", reads, nodes)
+            section("per_node", per_node, nodes)
+        return nodes, {}
+
+
+    if __name__ == "__main__":
+        unavailable = ray_session.ray_available()
+        if unavailable is None:
+            before = leftovers.snapshot()
+            nodes, after = one_node() if MODE == "one_node" else two_nodes()
+            import ray
+
+            facts["after"] = {**after, "initialized": ray.is_initialized(),
+                              "what_ray_left": ray_processes.what_ray_left(nodes),
+                              "leftovers": leftovers.new_since(before)}
+        print("FACTS: " + json.dumps({"unavailable": unavailable, **facts}), flush=True)
+''')
+
+
+def run_ray_script(mode: str) -> dict:
+    """Run ``SCRIPT`` in a subprocess (Ray lives and dies there); its facts, or skip if Ray is unusable."""
+    done = subprocess.run([sys.executable, "-c", SCRIPT, mode, str(ARRAY_BYTES), str(STORE_BYTES)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(FACTS)]
+    assert done.returncode == 0 and lines, (f"exit {done.returncode}\n{done.stdout[-3000:]}\n"
+                                            f"{done.stderr[-3000:]}")
+    facts = json.loads(lines[-1][len(FACTS):])
+    if facts["unavailable"]:
+        pytest.skip(facts["unavailable"])
+    return facts
+
+
+def part(facts: dict, name: str):
+    """One section of the script's facts; fails with the script's traceback if that section raised."""
+    value = facts[name]
+    assert not (isinstance(value, dict) and "error" in value), value.get("error")
+    return value
 
 
 @pytest.fixture(scope="class")
 def session():
-    """A local Ray for the class's tests, left with Ctrl-C (KeyboardInterrupt raised inside the
-    ``with``): the clean-up must work on that path too, and leave nothing."""
-    import ray
-
-    before = leftovers.snapshot()
-    children_before = {child.pid for child in ray_session.ray_descendants()}  # e.g. an earlier forkserver
-    with pytest.raises(KeyboardInterrupt):
-        with ray_session.ray_session(num_cpus=2, object_store_bytes=STORE_BYTES) as nodes:
-            ray_object_store.warm_up(nodes, 2)
-            yield nodes
-            raise KeyboardInterrupt
-    assert not ray.is_initialized()
-    assert ray_processes.what_ray_left(nodes) == []
-    left = [child for child in ray_session.ray_descendants() if child.pid not in children_before]
-    assert left == [], [" ".join(child.cmdline())[:200] for child in left]
-    assert leftovers.new_since(before) == []
+    """What a local Ray (2 CPUs, a small store) showed in a subprocess, left with Ctrl-C."""
+    return run_ray_script("one_node")
 
 
 @pytest.fixture(scope="class")
 def cluster():
-    before = leftovers.snapshot()
-    with ray_session.local_cluster(n_nodes=2, object_store_bytes=ray_session.RAY_MINIMUM_STORE_BYTES,
-                               disk_store_nodes=1) as nodes:
-        ray_object_store.warm_up(nodes, 1)
-        yield nodes
-    assert ray_processes.what_ray_left(nodes) == []
-    assert leftovers.new_since(before) == []
+    """What a local two-node cluster (the second node's store on disk) showed in a subprocess."""
+    return run_ray_script("two_nodes")
 
 
 def test_object_store_bytes_for_fits_the_fan_out_and_respects_rays_minimum():
@@ -64,69 +192,76 @@ def test_object_store_bytes_for_fits_the_fan_out_and_respects_rays_minimum():
         ray_session.object_store_bytes_for(MiB, 0)
 
 
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
 class TestOneNode:
     def test_rays_processes_are_in_our_tree_and_workers_are_children_of_the_raylet(self, session):
-        import ray
-
-        assert ray.is_initialized()
-        table = ray_processes.ray_process_table(session)
-        roles = {row.role for row in table}
+        tree = part(session, "tree")
+        assert tree["initialized"]
+        roles = tree["roles"]
         assert "raylet (runs the object store)" in roles and "GCS server (cluster metadata)" in roles
-        workers = [row for row in table if row.role.startswith("worker")]
-        assert len(workers) >= 2 and all(row.parent == session.head.raylet_pid for row in workers)
-        assert psutil.Process(session.head.raylet_pid).ppid() == os.getpid()
-        assert session.temp_dir.name.startswith(f"{leftovers.TEMP_PREFIX}ray-")
+        parents = tree["worker_parents"]
+        assert len(parents) >= 2 and all(parent == tree["raylet_pid"] for parent in parents)
+        assert tree["raylet_parent_is_driver"]
+        assert tree["temp_dir_name"].startswith(f"{leftovers.TEMP_PREFIX}ray-")
 
     def test_a_put_array_reaches_a_task_as_a_read_only_view_into_the_store(self, session):
-        import ray
-
-        array = ray_object_store.random_array(ARRAY_BYTES)
-        ref = ray.put(array)
-        facts = ray.get(ray_object_store.remote(ray_tasks.facts_after_get).remote([ref]))
+        put = part(session, "put")
+        facts = put["facts"]
         assert facts["in_object_store"] and not facts["writeable"] and "plasma" in facts["mapping"]
-        assert facts["pid"] != os.getpid()
-        assert ray.get(ray_object_store.remote(ray_tasks.sum_array).remote(ref)) == pytest.approx(array.sum())
-        caught = ray_object_store.read_only_pitfalls(ref)
-        assert [p.message for p in caught] == ["assignment destination is read-only"] * 2
-        assert ray_object_store.zeroed_in_a_copy(ref) == int((array < 0.5).sum())
-        del ref
+        assert facts["pid"] != put["driver_pid"]
+        assert put["sum"] == pytest.approx(put["expected_sum"])
+        assert put["pitfalls"] == ["assignment destination is read-only"] * 2
+        assert put["zeroed"] == put["expected_zeroed"]
 
     def test_by_value_stores_one_copy_per_task_and_put_stores_one(self, session):
-        array = ray_object_store.random_array(ARRAY_BYTES)
-        by_reference, by_value = ray_object_store.compare_fan_out_memory(array, 2, hold_seconds=0.5)
-        assert by_value.store_bytes >= 1.5 * ARRAY_BYTES
-        assert 0.5 * ARRAY_BYTES <= by_reference.store_bytes <= 1.5 * ARRAY_BYTES
+        memory = part(session, "memory")
+        assert memory["by_value"] >= 1.5 * ARRAY_BYTES
+        assert 0.5 * ARRAY_BYTES <= memory["by_reference"] <= 1.5 * ARRAY_BYTES
 
     def test_structured_arrays_are_zero_copy_but_recarray_and_datetime64_are_pickled(self, session):
-        rows = ray_object_store.what_workers_get(ray_object_store.dtype_variants(MiB))
+        rows = part(session, "dtypes")
         zero_copy = {name for name, row in rows.items() if row["in_object_store"] and not row["writeable"]}
         assert zero_copy == {"float64", "structured (f8, i8)"}
         recarray = rows["np.recarray (f8, i8)"]
         assert recarray["type"] == "recarray" and recarray["writeable"]
         assert {name for name, row in rows.items() if row["out_of_band_buffers"]} == zero_copy
 
-
     def test_a_second_session_in_the_same_process_is_refused_before_starting_anything(self, session):
-        import ray
+        second = part(session, "second")
+        assert second["refused"] is not None and "already running" in second["refused"]
+        assert second["initialized"] and second["put_get"] == 7  # the running one is untouched
 
-        with pytest.raises(RuntimeError, match="already running"), ray_session.ray_session(num_cpus=1):
-            pass
-        assert ray.is_initialized() and ray.get(ray.put(7)) == 7  # the running one is untouched
+    def test_leaving_the_session_with_ctrl_c_leaves_nothing(self, session):
+        after = part(session, "after")
+        assert after["interrupted"] and not after["initialized"]
+        assert after["what_ray_left"] == []
+        assert after["left"] == []
+        assert after["leftovers"] == []
 
 
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
 class TestTwoNodes:
     def test_a_read_on_the_second_node_copies_the_object_into_its_store_once(self, cluster):
-        array = ray_object_store.random_array(ARRAY_BYTES)
-        reads = ray_object_store.reads_across_nodes(cluster, array,
-                                                    [("head", 0), ("remote", 1), ("again", 1)])
-        assert [read.copies_on for read in reads] == [[0], [0, 1], [0, 1]]
-        assert all(read.in_object_store for read in reads)
-        assert reads[1].get_seconds > reads[2].get_seconds  # a transfer, then a mapping
+        reads = part(cluster, "reads")
+        assert [read["copies_on"] for read in reads] == [[0], [0, 1], [0, 1]]
+        assert all(read["in_object_store"] for read in reads)
+        assert reads[1]["get_seconds"] > reads[2]["get_seconds"]  # a transfer, then a mapping
 
     def test_the_second_nodes_store_is_a_file_on_disk_and_is_mapped(self, cluster):
-        rows = ray_object_store.put_and_get_per_node(cluster, MiB, repeat=1)
-        assert rows[0]["store_directory"] == "/dev/shm"
-        disk = rows[1]
-        assert disk["store_directory"] == str(cluster.folders[1])
-        assert all(m.startswith(str(cluster.folders[1])) for m in disk["mappings"])
-        assert ray_processes.node_memory(cluster.nodes[1]).pss > 0
+        per_node = part(cluster, "per_node")
+        head, disk = per_node["rows"]
+        assert head["store_directory"] == "/dev/shm"
+        assert disk["store_directory"] == per_node["folders"][1]
+        assert all(m.startswith(per_node["folders"][1]) for m in disk["mappings"])
+        assert per_node["second_node_pss"] > 0
+
+    def test_shutting_the_cluster_down_leaves_nothing(self, cluster):
+        after = part(cluster, "after")
+        assert not after["initialized"]
+        assert after["what_ray_left"] == []
+        assert after["leftovers"] == []
+
+
+def test_ray_never_ran_in_the_pytest_process():
+    assert not ray_session.ray_has_run()
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()

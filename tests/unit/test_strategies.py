@@ -1,27 +1,34 @@
 """helpers.bench.strategies: every strategy runs for real (real pools, segments, files, a real Ray) at a small
 size and gives sane results; an unavailable one is skipped with its reason; nothing is left behind.
 
-The autouse fixture (conftest) checks /dev/shm and the temp folder after each test.
+Ray runs in the Ray strategies' own spawned process (``helpers.bench.ray_child``), never in the
+pytest process: later tests fork. The autouse fixture (conftest) checks /dev/shm and the temp
+folder after each test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import psutil
 import pytest
 
 from helpers.bench import strategies
+from helpers.lessons import ray_session
 from helpers.measure.units import MiB
 
 ARRAY_BYTES = 8 * MiB
 N_WORKERS = 2
+RUNS_TIMEOUT = 420  # seconds for the tests that use ``runs`` (the first one runs every strategy)
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +41,10 @@ def runs():
     return {result.name: result for result in results}, calls, psutil.Process().children(recursive=True)
 
 
+def ray_runs_here() -> bool:
+    return ray_session.ray_has_run() or ("ray" in sys.modules and sys.modules["ray"].is_initialized())
+
+
 def test_the_registry_follows_the_contract():
     assert tuple(strategies.STRATEGIES) == strategies.NAMES and len(strategies.NAMES) == 13
     for name, strategy in strategies.STRATEGIES.items():
@@ -42,12 +53,14 @@ def test_the_registry_follows_the_contract():
         assert strategy.start_method in {"spawn", "fork", "ray"}
 
 
+@pytest.mark.timeout(RUNS_TIMEOUT)
 def test_run_all_reports_progress_before_each_strategy(runs):
     _, calls, _ = runs
     total = len(strategies.NAMES)
     assert calls == [(name, done, total) for done, name in enumerate(strategies.NAMES)]
 
 
+@pytest.mark.timeout(RUNS_TIMEOUT)
 @pytest.mark.parametrize("name", strategies.NAMES)
 def test_every_strategy_runs_and_gives_sane_results(runs, name):
     result = runs[0][name]
@@ -62,6 +75,7 @@ def test_every_strategy_runs_and_gives_sane_results(runs, name):
     assert result.pss_added_bytes is not None and result.shm_added_bytes is not None
     if name.startswith("ray_"):
         assert result.object_store_bytes >= ARRAY_BYTES
+        assert "spawned process of its own" in result.notes
     else:
         assert result.object_store_bytes is None
     row = json.loads(json.dumps(result.as_row()))
@@ -69,6 +83,7 @@ def test_every_strategy_runs_and_gives_sane_results(runs, name):
     assert row["size_bytes"] == ARRAY_BYTES and row["skipped"] is None
 
 
+@pytest.mark.timeout(RUNS_TIMEOUT)
 def test_memory_follows_what_the_lessons_showed(runs):
     results = runs[0]
     arrays = {name: result.pss_added_bytes / ARRAY_BYTES for name, result in results.items()}
@@ -77,6 +92,13 @@ def test_memory_follows_what_the_lessons_showed(runs):
     assert results["shared_memory"].shm_added_bytes >= ARRAY_BYTES  # the segment
 
 
+@pytest.mark.timeout(RUNS_TIMEOUT)
+def test_ray_ran_in_a_process_of_its_own_and_never_here(runs):
+    assert not ray_runs_here()
+    assert strategies.STRATEGIES["fork_cow"].unavailable(ARRAY_BYTES, N_WORKERS) is None  # may still fork
+
+
+@pytest.mark.timeout(RUNS_TIMEOUT)
 def test_nothing_is_left_running(runs):
     _, _, children = runs
     live = [" ".join(child.cmdline()) for child in children
@@ -122,3 +144,36 @@ def test_a_size_larger_than_free_dev_shm_is_skipped_with_its_reason():
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["shared_memory True True", "memmap_tmpfs True True",
                                         "executor True True", "reducer_shared_memory True True", "left: []"]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(ray_session.ray_installed() is not None, reason=str(ray_session.ray_installed()))
+def test_a_ray_process_that_dies_is_reported_and_what_it_started_is_killed_and_removed():
+    """The Ray strategies' process is killed (SIGKILL) while Ray runs in it: the strategy is skipped with
+    the reason, Ray's processes are gone, and Ray's folder is removed (checked by the autouse fixture)."""
+    array = np.random.default_rng(0).random(ARRAY_BYTES // 8)
+    killed: dict[str, list[psutil.Process]] = {}
+
+    def kill_the_ray_process() -> None:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            for child in psutil.Process().children():
+                with contextlib.suppress(psutil.Error):
+                    if any(p.name() == "raylet" for p in child.children(recursive=True)):
+                        time.sleep(1.0)  # Ray is starting or warming its workers
+                        killed["ray"] = child.children(recursive=True)
+                        child.kill()
+                        return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_ray_process, name="killer")
+    killer.start()
+    try:
+        result = strategies.run_strategy("ray_object_store", array, N_WORKERS, repeat=100)
+    finally:
+        killer.join()
+    assert killed, result
+    assert result.skipped == ("failed here: the Ray strategies' process ended unexpectedly (exit code -9)")
+    running = [p for p in killed["ray"] if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert running == []
+    assert not ray_runs_here()

@@ -1,8 +1,12 @@
 """The showdown panel driven from Python: build it, choose, click Run, wait, read what it drew."""
 
 import multiprocessing as mp
+import sys
+
+import pytest
 
 from helpers.bench import strategies, widgets
+from helpers.lessons import fork_copy_on_write, ray_session
 from helpers.measure import config, leftovers
 from helpers.measure.units import MiB
 
@@ -42,6 +46,30 @@ def test_clicking_run_measures_draws_both_plots_and_leaves_nothing_behind():
     assert figure["data"]["image/png"].startswith("iVBOR")  # base64 of a PNG's signature
     assert "2 ran, 0 skipped" in panel.status.value
     assert not panel.run_button.disabled and panel.stop_button.disabled
+    assert not mp.active_children()
+    assert not leftovers.new_since(before)
+
+
+@pytest.mark.skipif(not fork_copy_on_write.has_fork(), reason="this platform cannot fork")
+@pytest.mark.timeout(600)
+def test_a_second_run_after_ray_still_forks_because_ray_never_runs_in_the_kernel():
+    """Issue 13: Ray ran in the first run; the second run's fork_cow forks the same process. Ray runs
+    in a spawned process of its own, so the fork is safe and runs (not skipped)."""
+    before = leftovers.snapshot()
+    panel = widgets.ShowdownPanel(names=["ray_object_store", "fork_cow"])
+    panel.size.value = widgets.SMALLEST_BYTES
+    panel.workers.value = 2
+    for run in range(2):
+        panel.run_button.click()
+        assert panel.wait(timeout=280), f"run {run + 1} did not end within 280 s"
+        assert panel.error is None, panel.status.value
+        by_name = {result.name: result for result in panel.results}
+        assert by_name["fork_cow"].skipped is None and by_name["fork_cow"].fan_out.median > 0
+        if ray_session.ray_installed() is None:
+            assert by_name["ray_object_store"].skipped is None, by_name["ray_object_store"].skipped
+        assert "2 ran" in panel.status.value or ray_session.ray_installed() is not None
+    assert not ray_session.ray_has_run()
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
     assert not mp.active_children()
     assert not leftovers.new_since(before)
 
