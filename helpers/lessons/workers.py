@@ -238,3 +238,104 @@ def receive_and_hold(inbox, ready, release) -> None:
 def plus_one(array: np.ndarray) -> np.ndarray:
     """A new array of the same size: ``array + 1`` (the worker allocates and fills fresh pages)."""
     return array + 1
+
+
+# --- helpers.shared.executor: drop-in checks against ProcessPoolExecutor (tests of issue 12) ---
+
+_KEPT: list[np.ndarray] = []  # arrays a worker keeps across tasks ("send once, run many tasks on it")
+
+
+def keep_and_sum(array: np.ndarray) -> float:
+    """Keep ``array`` in this worker (a module-level cache) and return its sum."""
+    _KEPT.append(array)
+    return float(np.sum(array))
+
+
+def keep_and_return(array: np.ndarray) -> np.ndarray:
+    """Keep ``array`` in this worker and return it too (the caller and the worker both hold it)."""
+    _KEPT.append(array)
+    return array
+
+
+def sums_of_kept() -> list[float]:
+    """The sums of the arrays this worker kept, oldest first."""
+    return [float(np.sum(array)) for array in _KEPT]
+
+
+def forget_kept() -> int:
+    """Drop every array this worker kept; return how many there were."""
+    count = len(_KEPT)
+    _KEPT.clear()
+    return count
+
+
+def twice(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(r, r)`` with ``r = array + 1``: one new array, returned twice."""
+    result = array + 1
+    return result, result
+
+
+def first_and_view(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The argument itself and a view of its first half: two results over the same memory."""
+    return array, array[: array.shape[0] // 2]
+
+
+def add_one_in_place(array: np.ndarray) -> np.ndarray:
+    """``array += 1`` in the worker's own copy, then return it."""
+    array += 1
+    return array
+
+
+def is_same_object(first, second) -> bool:
+    """True when the two arguments arrived as one object (pickle's memo keeps identity)."""
+    return first is second
+
+
+def describe_arrays(value) -> list[tuple]:
+    """Every ndarray in ``value`` (nested tuples, lists and dict values, in order) as a tuple: type
+    name, dtype string and fields, shape, C- and F-contiguous, writeable, the C-order bytes, the
+    index of the first array that is the same object, and of the first other object whose memory
+    it shares (-1: none): what a caller can tell about the arrays it got."""
+    found: list[np.ndarray] = []
+    _collect_arrays(value, found)
+    described = []
+    for array in found:
+        same_as = next(i for i, other in enumerate(found) if other is array)
+        overlaps = next((i for i, other in enumerate(found)
+                         if other is not array and np.shares_memory(other, array)), -1)
+        described.append((type(array).__name__, array.dtype.str, array.dtype.descr, array.shape,
+                          array.flags.c_contiguous, array.flags.f_contiguous, array.flags.writeable,
+                          array.tobytes(), same_as, overlaps))
+    return described
+
+
+def _collect_arrays(value, found: list) -> None:
+    if isinstance(value, np.ndarray):
+        found.append(value)
+    elif isinstance(value, tuple | list):
+        for item in value:
+            _collect_arrays(item, found)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect_arrays(item, found)
+
+
+def describe_arguments(*args, **kwargs) -> list[tuple]:
+    """``describe_arrays`` of a call's arguments, as this worker received them."""
+    return describe_arrays((args, kwargs))
+
+
+def fail_after_reading(array: np.ndarray, kind: str) -> None:
+    """Read every item of ``array``, then raise the built-in exception named ``kind`` (without the array)."""
+    float(np.sum(array))
+    raise getattr(builtins, kind)("failed after reading the array")
+
+
+def attribute_is(value, holder, name: str) -> bool:
+    """True when ``holder.name`` is ``value`` itself (identity across an object's attributes)."""
+    return getattr(holder, name) is value
+
+
+def broadcast_ones(n_items: int) -> np.ndarray:
+    """A read-only view of one 1.0 seen as ``n_items`` float64 items: claims 8 * n_items bytes, uses 8."""
+    return np.broadcast_to(np.ones(1), (n_items,))

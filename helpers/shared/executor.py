@@ -1,80 +1,136 @@
 """``SharedMemoryExecutor``: a ``ProcessPoolExecutor`` whose big ndarrays travel through shared memory.
 
-Drop-in: same constructor, ``submit``, ``map`` (``chunksize``, ``timeout``), ``shutdown``, context
-manager, exceptions and ``BrokenProcessPool``; nothing global is patched. What changes is how
-arrays of at least ``min_shared_bytes`` (also inside tuples, lists and dicts) cross:
+Drop-in: same constructor (and its checks), ``submit``, ``map`` (``chunksize``, ``timeout``),
+``shutdown``, context manager, exceptions and ``BrokenProcessPool``; nothing global is patched. A call
+and its result are pickled as the stdlib pickles them (``multiprocessing``'s pickler and protocol,
+so pickle's memo keeps identity: an array passed or returned twice arrives as one object, cycles
+and arrays inside any object cross too), except that every plain ndarray of at least
+``min_shared_bytes`` crosses as a handle (``helpers.shared.transit``):
 
 - An argument that already lives in shared memory (a ``SharedNDArray``, or an earlier result)
   crosses as its handle: no copy. Anything else is copied once into a segment lent by a
   ``SegmentPool``, which keeps segments mapped and warm, so the copy runs at warm-memcpy speed
-  after the first calls (a new segment costs a page fault and a zeroed page per 4 KiB).
+  after the first calls (a new segment costs a page fault and a zeroed page per 4 KiB). The copy
+  is laid out as unpickling would lay it out (byte order, memory order, writability), so the
+  worker sees what the stdlib's worker sees.
 - A result that views an argument's segment comes back as a view of that same memory (what the
   function would return if called here); other big results are written by the worker into one
   new segment per task (named by the parent, registered with the resource tracker by the worker
   before it exists), which the parent maps without copying; it is unlinked when the caller's
   arrays on it are gone, and until then they too cross to later tasks as handles.
-- A pooled segment goes back to the pool when the task is over and no result views it any more.
+- A pooled segment goes back to the pool only when nobody views it any more: its header counts
+  the processes that hold it (the parent, while the task runs or a result views it; a worker,
+  while the function keeps a view of its argument, e.g. in a module-level cache; a forked child
+  that inherited a view). A result that views a private copy the worker kept is copied here, so
+  the caller's array never shares memory with the worker's, as with the stdlib.
+- Where /dev/shm has no room, idle pooled segments are unlinked first (also to leave room for a
+  result as big as the arguments); what still does not fit, an argument or a result, is pickled
+  as the stdlib pickles it. ``pickled_fallbacks`` counts those arrays, and the first one is said
+  once per executor in a ``RuntimeWarning`` (raised in the thread that asks the future for its
+  result).
+
+By design, memory the caller already shares is shared, not copied: a worker's writes into an
+argument that is a ``SharedNDArray`` (or a view of one, or an earlier result) reach the caller,
+the caller's later writes reach a worker that kept it, a result that views it views the caller's
+memory, and its dtype, byte order and writability stay as they are (read-only stays read-only).
+The stdlib would give the worker a private, unpickled copy instead.
 
 No segment outlives its use: leases are returned and per-task result segments unlinked in the
 future's done callback, which runs after success, an exception, cancellation, ``shutdown`` with
 pending work and a broken pool alike; every segment is registered with the resource tracker
-(shared by the parent and its workers) before it exists, so the tracker unlinks them if the
-program is killed (workers leave once orphaned, so the tracker is not kept waiting).
+(shared by the parent and its workers: the constructor starts the parent's before any worker is
+forked) before it exists, so the tracker unlinks them if the program is killed (workers leave
+once orphaned, so the tracker is not kept waiting).
 """
 
 from __future__ import annotations
 
-import _posixshmem
 import os
 import threading
 import time
+import traceback
+import warnings
 import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import resource_tracker
 
 import numpy as np
 
-from helpers.shared._segments import Mapping, new_name, process_alive
+from helpers.shared._segments import Mapping, new_name, process_alive, unlink
 from helpers.shared.room import SHM_DIR
-from helpers.shared.segment_pool import SegmentPool
-from helpers.shared.shm import ArrayHandle, handle_of
-from helpers.shared.transit import WorkerSide, pack_result, rebuild, root_of, view_on
+from helpers.shared.segment_pool import HEADER_BYTES, SegmentPool
+from helpers.shared.shm import handle_of
+from helpers.shared.transit import (
+    ArrayRef,
+    Packed,
+    WorkerSide,
+    as_received,
+    copy_as_unpickled,
+    hold_segment,
+    holders,
+    is_held_here,
+    pack,
+    pack_result,
+    pack_result_pickled,
+    pickling_fits,
+    root_of,
+    too_big_to_pickle,
+    unpack,
+    view_on,
+)
 from helpers.shared.units import MiB
 
 DEFAULT_MIN_SHARED_BYTES = 1 * MiB
 ORPHAN_CHECK_SECONDS = 0.5
 
 
+class _Fallbacks:
+    """How many big arrays an executor pickled for want of shared memory, and whether it said so."""
+
+    def __init__(self):
+        self.count = 0
+        self.warned = False
+        self._lock = threading.Lock()
+
+    def add(self, n_arrays: int) -> None:
+        with self._lock:
+            self.count += n_arrays
+
+    def claim_warning(self) -> bool:
+        """True the first time only: the caller is the one to warn."""
+        with self._lock:
+            first, self.warned = not self.warned, True
+            return first
+
+
 class _Task:
     """What the parent holds for one submitted call until its future is done."""
 
-    def __init__(self, executor: SharedMemoryExecutor, args: tuple, kwargs: dict):
+    def __init__(self, executor: SharedMemoryExecutor, fn, args: tuple, kwargs: dict):
         self.executor = executor
-        self.args, self.kwargs = args, kwargs
+        self.call = (fn, args, kwargs)
         self.result_name = new_name()
         self.adopted = False  # the parent mapped and unlinked the worker's result segment
         self.roots: dict[str, np.ndarray] = {}  # segment name -> array over its whole mapping
+        self.fallbacks = 0  # big arguments pickled for want of shared memory
 
     def __reduce__(self):
         """Pickled when the call is queued to a worker: that is when arrays are put in shared memory."""
-        payload = self.executor._pack((self.args, self.kwargs), self.roots)
-        return (_payload, (payload, self.result_name, self.executor.min_shared_bytes))
+        packed = self.executor._pack(self.call, self)
+        return (_payload, (packed, self.result_name, self.executor.min_shared_bytes))
 
     def finish(self) -> None:
         """Drop this task's hold on its segments; unlink a result segment nobody adopted."""
         self.roots.clear()
-        self.args = self.kwargs = None
+        self.call = None
         if not self.adopted and (SHM_DIR / self.result_name).exists():
             _release_result_segment(self.result_name)  # the task failed after writing its result
 
 
 def _release_result_segment(name: str) -> None:
     """Unlink a worker's result segment and drop the tracker entry the worker made for it."""
-    try:
-        _posixshmem.shm_unlink("/" + name)
-    except FileNotFoundError:
-        return
-    resource_tracker.unregister("/" + name, "shared_memory")
+    if unlink(name):
+        resource_tracker.unregister("/" + name, "shared_memory")
 
 
 def _start_worker(creator_pid: int, initializer, initargs: tuple) -> None:
@@ -98,27 +154,44 @@ def _start_worker(creator_pid: int, initializer, initargs: tuple) -> None:
         initializer(*initargs)
 
 
-def _payload(payload, result_name: str, min_shared_bytes: int):
-    return payload, result_name, min_shared_bytes
+def _payload(packed: Packed, result_name: str, min_shared_bytes: int) -> tuple[Packed, str, int]:
+    return packed, result_name, min_shared_bytes
 
 
-def _run_in_worker(fn, task) -> object:
-    """Worker side: attach the shared arguments, call ``fn``, put big results in shared memory."""
-    (packed_args, packed_kwargs), result_name, min_shared_bytes = task
+def _run_in_worker(payload: tuple[Packed, str, int]) -> Packed:
+    """Worker side: attach the shared arguments, call the function, put big results in shared memory.
+
+    Every view of an argument is gone before the result is sent (an error's frames are cleared; its
+    traceback travels as text), so the parent can lend a segment again as soon as the task is over,
+    unless the function kept an argument: then this worker still counts as its holder.
+    """
+    packed, result_name, min_shared_bytes = payload
     with WorkerSide() as side:
-        args = side.unpack(packed_args)
-        kwargs = side.unpack(packed_kwargs)
-        result = fn(*args, **kwargs)
-        del args, kwargs
-        return pack_result(result, result_name, min_shared_bytes)
+        try:
+            return _call_in_worker(side, packed, result_name, min_shared_bytes)
+        except BaseException as error:
+            traceback.clear_frames(error.__traceback__)
+            raise
+
+
+def _call_in_worker(side: WorkerSide, packed: Packed, result_name: str, min_shared_bytes: int) -> Packed:
+    fn, args, kwargs = side.unpack(packed)
+    result = fn(*args, **kwargs)
+    del fn, args, kwargs
+    try:
+        return pack_result(result, result_name, min_shared_bytes, side)
+    except MemoryError:  # /dev/shm has no room for a result segment: pickle it, as the stdlib does
+        return pack_result_pickled(result, min_shared_bytes, side)
 
 
 class _SharedFuture(Future):
     """The caller's future: settled from the worker's future once results are unpacked."""
 
-    def __init__(self, inner: Future):
+    def __init__(self, inner: Future, fallbacks: _Fallbacks):
         super().__init__()
         self._inner = inner
+        self._fallbacks = fallbacks
+        self.pickled_arrays = 0  # big arrays of this call pickled for want of shared memory
 
     def cancel(self) -> bool:
         inner = self._inner
@@ -130,6 +203,26 @@ class _SharedFuture(Future):
         inner = self._inner
         return inner is not None and inner.running() and not self.done()
 
+    def result(self, timeout=None):
+        value = super().result(timeout)
+        self._say_if_pickled()
+        return value
+
+    def exception(self, timeout=None):
+        error = super().exception(timeout)
+        self._say_if_pickled()
+        return error
+
+    def _say_if_pickled(self) -> None:
+        """Warn, once per executor and in the caller's thread, that arrays were pickled."""
+        if self.pickled_arrays and self._fallbacks.claim_warning():
+            warnings.warn(
+                f"SharedMemoryExecutor: /dev/shm had no room for {self.pickled_arrays} big array(s) of "
+                "a call or its result, so they were pickled through the pipe as ProcessPoolExecutor "
+                "does (slower, same values). Said once per executor; executor.pickled_fallbacks counts "
+                "every such array. Free /dev/shm, send smaller arrays, or give the container a larger "
+                "--shm-size.", RuntimeWarning, stacklevel=3)
+
 
 class SharedMemoryExecutor(ProcessPoolExecutor):
     """A ``ProcessPoolExecutor`` that moves big ndarrays through shared memory (module docstring).
@@ -137,33 +230,45 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
     ``min_shared_bytes``: arrays smaller than this are pickled as usual (default 1 MiB).
     ``pool_bytes``: how many bytes of idle, warm segments to keep for reuse (default: half
     of what /dev/shm and RAM can spare now); 0 frees every segment right after its task.
+    ``pickled_fallbacks``: how many big arrays were pickled because /dev/shm had no room.
     """
 
     def __init__(self, max_workers=None, mp_context=None, initializer=None, initargs=(), *,
                  max_tasks_per_child=None, min_shared_bytes: int = DEFAULT_MIN_SHARED_BYTES,
                  pool_bytes: int | None = None):
+        if initializer is not None and not callable(initializer):
+            raise TypeError("initializer must be a callable")  # the stdlib's check, word for word
+        # Workers forked before the parent's resource tracker runs would each start one of their
+        # own, which unlinks their result segments under the parent when they exit.
+        resource_tracker.ensure_running()
         super().__init__(max_workers, mp_context, _start_worker, (os.getpid(), initializer, tuple(initargs)),
                          max_tasks_per_child=max_tasks_per_child)
         self.min_shared_bytes = int(min_shared_bytes)
         self.segment_pool = SegmentPool(pool_bytes)
+        self._fallbacks = _Fallbacks()
         self._outstanding = 0
         self._closing = False
         self._count_lock = threading.Lock()
         self._close_pool = weakref.finalize(self, self.segment_pool.close)
 
+    @property
+    def pickled_fallbacks(self) -> int:
+        """Big arrays (arguments and results) pickled so far because /dev/shm had no room for them."""
+        return self._fallbacks.count
+
     def submit(self, fn, /, *args, **kwargs) -> Future:
-        task = _Task(self, args, kwargs)
+        task = _Task(self, fn, args, kwargs)
         # Counted before the pool can see it: a shutdown() from another thread between the two
         # would otherwise find nothing outstanding and close the segment pool under the queued task.
         with self._count_lock:
             self._outstanding += 1
         try:
-            inner = super().submit(_run_in_worker, fn, task)
+            inner = super().submit(_run_in_worker, task)
         except BaseException:
             task.finish()
             self._task_over()
             raise
-        outer = _SharedFuture(inner)
+        outer = _SharedFuture(inner, self._fallbacks)
         inner.add_done_callback(lambda done: self._settle(outer, done, task))
         return outer
 
@@ -191,10 +296,14 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             if not inner.cancelled():
                 error = inner.exception()
                 if error is None:
-                    value = self._unpack(inner.result(), task)
+                    packed = inner.result()
+                    self._fallbacks.add(packed.fallbacks)
+                    outer.pickled_arrays += packed.fallbacks
+                    value = self._unpack(packed, task)
         except BaseException as unpack_error:
             error = unpack_error
         finally:
+            outer.pickled_arrays += task.fallbacks
             task.finish()
             self._task_over()
         outer._inner = None  # break the cycle outer -> inner -> callback -> outer (it holds the result)
@@ -211,41 +320,72 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         else:
             outer.set_result(value)
 
-    def _pack(self, value, roots: dict[str, np.ndarray]):
-        """Replace big arrays in ``value`` by handles; copy private ones into pooled segments."""
+    def _pack(self, call: tuple, task: _Task) -> Packed:
+        """Pickle ``call`` with big arrays as handles: shared ones as they are, private ones copied
+        into pooled segments (pickled as usual when /dev/shm has no room even after the pool made
+        some). Then make room for a result as big as the copies."""
+        copied_bytes = 0
 
-        def share(array: np.ndarray) -> ArrayHandle:
+        def share(array: np.ndarray) -> ArrayRef | None:
+            nonlocal copied_bytes
             handle = handle_of(array)
             if handle is not None:
-                roots.setdefault(handle.name, root_of(array))
-                return handle
+                task.roots.setdefault(handle.name, root_of(array))
+                return ArrayRef(handle, bool(array.flags.writeable), counted=is_held_here(handle.name),
+                                memmap=type(array) is np.memmap)
+            ref = self._copy_into_pool(array, task.roots)
+            if ref is None:
+                task.fallbacks += 1
+            else:
+                copied_bytes += array.nbytes
+            return ref
+
+        packed = pack(call, self.min_shared_bytes, share)
+        self._fallbacks.add(task.fallbacks)
+        if copied_bytes:
+            self.segment_pool.make_room(copied_bytes)
+        return packed
+
+    def _copy_into_pool(self, array: np.ndarray, roots: dict[str, np.ndarray]) -> ArrayRef | None:
+        """Copy a private array into a pooled segment this process holds until ``roots`` and every
+        result viewing it let go; None when /dev/shm has no room for it (pickle it). Raises
+        MemoryError, naming both, when the memory available could not hold it pickled either."""
+        try:
             lease = self.segment_pool.lease(array.nbytes)
-            root = np.frombuffer(lease.shared.mapped_buffer(), np.uint8)
-            weakref.finalize(root.base, self.segment_pool.give_back, lease)
-            roots[lease.name] = root
-            fortran = array.flags.f_contiguous and not array.flags.c_contiguous
-            view = view_on(root, lease.handle(array.shape[::-1] if fortran else array.shape, array.dtype))
-            view = view.T if fortran else view
-            np.copyto(view, array, casting="no")
-            return handle_of(view)
+        except MemoryError:
+            if not pickling_fits(array.nbytes):  # RAM cannot hold it pickled either: nor could the stdlib
+                raise too_big_to_pickle(array.nbytes, "an argument array") from None
+            return None
+        root = np.frombuffer(lease.shared.mapped_buffer(), np.uint8)
+        hold_segment(lease.name, root, first=True)
+        roots[lease.name] = root
+        ref = copy_as_unpickled(array, root, HEADER_BYTES, lease.name)
+        return ref._replace(counted=True, copied=True)
 
-        return rebuild(value, self.min_shared_bytes, share)
-
-    def _unpack(self, value, task: _Task):
+    def _unpack(self, packed: Packed, task: _Task):
         """Turn the worker's handles into arrays: views of known segments, adopted new segments."""
         mapped: dict[str, np.ndarray] = dict(task.roots)
 
-        def array_of(handle: ArrayHandle) -> np.ndarray:
-            root = mapped.get(handle.name)
+        def array_of(ref: ArrayRef) -> np.ndarray:
+            name = ref.handle.name
+            root = mapped.get(name)
             if root is None:
-                mapping = Mapping(handle.name, create_bytes=None)
-                root = np.frombuffer(mapping.map, np.uint8)
-                mapping.close()  # the root's export keeps it mapped as long as an array needs it
-                if handle.name == task.result_name:  # ours now: unlinked when its arrays are gone
-                    weakref.finalize(root.base, _release_result_segment, handle.name)
-                    task.adopted = True
-                mapped[handle.name] = root
-            return view_on(root, handle)
+                root = mapped[name] = _map_result_segment(name, task)
+            array = view_on(root, ref.handle)
+            if ref.copied and holders(name, root) > 1:
+                array = array.copy(order="A")  # the worker kept its argument: do not share its memory
+            return as_received(array, ref)
 
-        return rebuild(value, None, array_of)
+        return unpack(packed, array_of)
 
+
+def _map_result_segment(name: str, task: _Task) -> np.ndarray:
+    """Bytes of segment ``name`` mapped here; the task's result segment is adopted: unlinked when
+    the caller's arrays on it are gone."""
+    mapping = Mapping(name, create_bytes=None)
+    root = np.frombuffer(mapping.map, np.uint8)
+    mapping.close()  # the root's export keeps it mapped as long as an array needs it
+    if name == task.result_name:
+        weakref.finalize(root.base, _release_result_segment, name)
+        task.adopted = True
+    return root

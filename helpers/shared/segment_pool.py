@@ -11,6 +11,9 @@ allocated and mapped in this process, so the next copy into one costs what a war
 - A borrower in another process returns it by setting the state word in the segment's first
   ``HEADER_BYTES`` (``mark_returned``); the pool notices at its next ``lease``.
 - Idle segments are capped at ``idle_cap_bytes``; beyond it the least recently used are unlinked.
+  When /dev/shm runs short they make room first: a new segment that does not fit unlinks them,
+  and ``make_room(n_bytes)`` unlinks them until ``n_bytes`` are free (for a segment someone else
+  is about to create, e.g. a worker's result).
 - ``close()`` unlinks every segment; the owner is registered with ``multiprocessing``'s resource
   tracker, so even a killed owner's segments are unlinked when its tracker exits.
 """
@@ -145,6 +148,17 @@ class SegmentPool:
             lease.state = STATE_LENT
             self._lent[lease.name] = lease
             return lease
+
+    def make_room(self, n_bytes: int) -> None:
+        """Unlink idle segments, least recently returned first, until /dev/shm has ``n_bytes`` free
+        or none is idle (a no-op where there is no /dev/shm)."""
+        with self._lock:
+            while self._idle:
+                free = shm_free()
+                if free is None or free >= n_bytes:
+                    return
+                _, lease = self._idle.popitem(last=False)
+                _destroy(lease)
 
     def give_back(self, lease: Lease) -> None:
         """Return a lent segment from this process: it waits, warm, for the next ``lease``.

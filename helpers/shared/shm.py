@@ -113,8 +113,18 @@ class SharedNDArray:
 
     @classmethod
     def copy_of(cls, array: np.ndarray) -> SharedNDArray:
-        """A new segment holding a copy of ``array`` (views are copied contiguous; F order kept)."""
+        """A new segment holding a copy of ``array`` (views are copied contiguous; F order kept).
+
+        Raises TypeError for a masked array: a segment holds the values only, the mask would be lost.
+        """
         array = np.asanyarray(array)
+        if isinstance(array, np.ma.MaskedArray):
+            raise TypeError(
+                "SharedNDArray.copy_of() got a masked array: a segment holds its values only, so the "
+                "mask would be silently lost. Share the values and the mask as two arrays "
+                "(copy_of(np.ma.getdata(a)), copy_of(np.ma.getmaskarray(a))), or fill the masked "
+                "items first (copy_of(a.filled(value)))."
+            )
         refuse_objects(array.dtype)
         order = "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
         shared = cls.create(array.shape, array.dtype, order=order)

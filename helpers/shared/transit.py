@@ -1,69 +1,199 @@
-"""Arrays in transit through shared memory: swap big arrays for handles and back, on both sides.
+"""Arrays in transit through shared memory: pickle a call or a result with big arrays as handles.
 
-``helpers.shared.executor`` uses this to move a call's arguments and result: ``rebuild`` walks tuples,
-lists and dicts (the containers pickled calls are made of), ``SharedArg`` marks an array that
-crosses as a handle, ``WorkerSide`` attaches a task's segments in the worker and detaches them
-after, and ``pack_result`` puts a worker's big results in shared memory (a view of a segment the
-worker was given goes back as a handle, anything else into one new segment named by the parent).
+``helpers.shared.executor`` uses this to move a call and its result. ``pack`` pickles a value with
+``multiprocessing``'s own pickler and protocol, except that each big plain ndarray (wherever it is:
+in tuples, lists, dicts, any object's state) may be replaced by a slot in a table of ``ArrayRef``
+(a handle plus how the receiver sees it); ``unpack`` turns the slots back into arrays. Pickle's
+memo keeps identity: an array that appears twice arrives as one object, as with plain pickling.
+
+A copy made for the trip arrives as an unpickled array would (``copy_as_unpickled``): same byte
+order, memory order and writability as ``pickle.loads(pickle.dumps(array))`` gives with that
+protocol (NumPy's pickling may turn a big-endian array native, and a read-only one writable).
+
+Pooled segments (``helpers.shared.segment_pool``) carry a count of *holders* in their header
+(``helpers.shared.lent_segments``' layout and lock): every process that views one counts once for
+each reception still alive (``hold_segment``); the last one to let go marks the segment returned,
+and only then does its pool lend it again. A forked child is counted for what it inherits (by the
+parent, before ``fork``: the parent may let go as soon as it returns); a process that exits (also
+through ``os._exit``, via ``multiprocessing.util``'s exit hooks) lets go of what it holds.
+
+``WorkerSide`` attaches a task's segments in the worker and detaches them after; ``pack_result``
+puts a worker's big results in shared memory (a view of an argument's segment goes back as a
+handle, anything else into one new segment named by the parent).
 """
 
 from __future__ import annotations
 
+import functools
+import io
+import itertools
+import os
+import pickle
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from multiprocessing import resource_tracker
+from multiprocessing import resource_tracker, util
+from multiprocessing.reduction import ForkingPickler
+from typing import NamedTuple
 
 import numpy as np
 
-from helpers.shared._segments import Mapping, bottom_of, check_room, contiguous_strides, unlink
+from helpers.shared._segments import Mapping, bottom_of, check_room, contiguous_strides, mapping_under, unlink
+from helpers.shared.lent_segments import HOLDERS_OFFSET, count_holders
+from helpers.shared.room import available_memory, shm_free
+from helpers.shared.segment_pool import HEADER_BYTES, mark_returned
 from helpers.shared.shm import ArrayHandle, handle_of
+from helpers.shared.units import format_bytes
 
 ALIGN_BYTES = 64  # each result array starts on a cache line in the result segment
 SHAREABLE_TYPES = (np.ndarray, np.memmap)
+EXIT_PRIORITY = -10  # multiprocessing exit hooks: after queues' feeder threads flushed (-5)
+# The protocol multiprocessing pickles with (ForkingPickler.dumps(obj) passes protocol=None).
+STDLIB_PROTOCOL = pickle.DEFAULT_PROTOCOL
+PICKLED_COPIES = 2  # pickling an array takes about this many times its bytes of free RAM (bytes, pickle)
 
 
-@dataclass(frozen=True)
-class SharedArg:
-    """An array that crosses as a handle; ``readonly`` keeps a read-only array read-only."""
+class ArrayRef(NamedTuple):
+    """One array that crosses as a handle, and how the receiver sees it.
+
+    ``counted``: the segment is pooled; a receiver counts itself as a holder while it views it.
+    ``copied``: the segment holds a private copy made for this task (not memory the caller shares).
+    ``memmap``: the array was an ``np.memmap``; it arrives as one (without a file, as unpickled).
+    """
 
     handle: ArrayHandle
-    readonly: bool = False
+    writeable: bool
+    counted: bool = False
+    copied: bool = False
+    memmap: bool = False
+
+
+class Packed(NamedTuple):
+    """A pickled value whose big arrays are slots in ``table``; ``fallbacks``: big arrays pickled
+    in ``blob`` because shared memory had no room for them."""
+
+    blob: bytes
+    table: list
+    fallbacks: int = 0
+
+
+def pickling_fits(n_bytes: int) -> bool:
+    """True when the memory available can hold what pickling ``n_bytes`` of array takes."""
+    return n_bytes * PICKLED_COPIES <= available_memory()
+
+
+def too_big_to_pickle(n_bytes: int, what: str) -> MemoryError:
+    """The error for ``what`` (e.g. "a result array") that fits neither /dev/shm nor, pickled, in RAM."""
+    return MemoryError(
+        f"{what} of {format_bytes(n_bytes)} does not fit in /dev/shm ({format_bytes(shm_free() or 0)} "
+        f"free), and pickling it instead takes about {format_bytes(n_bytes * PICKLED_COPIES)} of the "
+        f"{format_bytes(available_memory())} of memory available. Use a smaller array, free /dev/shm, "
+        "or give the container a larger --shm-size."
+    )
 
 
 def is_big_array(value, min_bytes: int) -> bool:
-    """True for a plain ndarray of at least ``min_bytes`` that shared memory can hold."""
-    return type(value) in SHAREABLE_TYPES and value.nbytes >= min_bytes and not value.dtype.hasobject
+    """True for a plain, non-empty ndarray of at least ``min_bytes`` that shared memory can hold."""
+    return (type(value) in SHAREABLE_TYPES and 0 < value.nbytes and value.nbytes >= min_bytes
+            and not value.dtype.hasobject)
 
 
-def rebuild(value, min_bytes: int | None, convert: Callable):
-    """A copy of ``value`` with leaves converted, containers rebuilt only where something changed.
+# --- pickling with arrays as slots -----------------------------------------------------------------
 
-    With ``min_bytes``: big arrays become ``SharedArg(convert(array))``. With None: every
-    ``SharedArg`` becomes ``convert(handle)`` (read-only again if it was).
-    """
-    if min_bytes is not None and is_big_array(value, min_bytes):
-        return SharedArg(convert(value), readonly=not value.flags.writeable)
-    if min_bytes is None and type(value) is SharedArg:
-        array = convert(value.handle)
-        if value.readonly:
-            array.flags.writeable = False
-        return array
-    if type(value) is tuple or type(value) is list:
-        items = [rebuild(item, min_bytes, convert) for item in value]
-        if all(new is old for new, old in zip(items, value, strict=True)):
-            return value
-        return type(value)(items)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
-        items = [rebuild(item, min_bytes, convert) for item in value]
-        if all(new is old for new, old in zip(items, value, strict=True)):
-            return value
-        return type(value)(*items)
-    if type(value) is dict:
-        items = {key: rebuild(item, min_bytes, convert) for key, item in value.items()}
-        if all(items[key] is item for key, item in value.items()):
-            return value
-        return items
-    return value
+
+def _shared_array(slot: int):
+    """Stands for the array in ``slot`` of a ``Packed`` table; only ``unpack`` can resolve it."""
+    raise pickle.UnpicklingError(
+        f"array slot {slot} of a helpers.shared.transit pickle was loaded without its table: "
+        "load it with helpers.shared.transit.unpack(packed, ...)"
+    )
+
+
+class _Packer(ForkingPickler):
+    """``multiprocessing``'s pickler (its reducers and protocol) with big arrays handed to ``share``."""
+
+    def __init__(self, file, min_bytes: int, share: Callable, table: list):
+        super().__init__(file, STDLIB_PROTOCOL)
+        self._min_bytes, self._share, self._table = min_bytes, share, table
+
+    def reducer_override(self, obj):
+        if not is_big_array(obj, self._min_bytes):
+            return NotImplemented
+        entry = self._share(obj)
+        if entry is None:
+            return NotImplemented  # pickled as usual
+        self._table.append(entry)
+        return _shared_array, (len(self._table) - 1,)
+
+
+class _Unpacker(pickle.Unpickler):
+    """Loads a ``Packed`` blob, turning each slot into ``array_of(table[slot])``."""
+
+    def __init__(self, file, array_at: Callable[[int], np.ndarray]):
+        super().__init__(file)
+        self._array_at = array_at
+
+    def find_class(self, module: str, name: str):
+        if module == __name__ and name == _shared_array.__name__:
+            return self._array_at
+        return super().find_class(module, name)
+
+
+def pack(value, min_bytes: int, share: Callable[[np.ndarray], object]) -> Packed:
+    """Pickle ``value``; each big array goes to ``share(array)``, whose answer (an ``ArrayRef``, or
+    anything the caller fills in later) takes a slot of the table; None pickles the array as usual."""
+    buffer, table = io.BytesIO(), []
+    _Packer(buffer, min_bytes, share, table).dump(value)
+    return Packed(buffer.getvalue(), table)
+
+
+def unpack(packed: Packed, array_of: Callable[[ArrayRef], np.ndarray]):
+    """The value ``pack`` pickled, each slot replaced by ``array_of(ref)`` (once per slot)."""
+    return _Unpacker(io.BytesIO(packed.blob), lambda slot: array_of(packed.table[slot])).load()
+
+
+def as_received(array: np.ndarray, ref: ArrayRef) -> np.ndarray:
+    """``array`` (a view of the segment) with the writability and type ``ref`` says."""
+    if not ref.writeable:
+        array.flags.writeable = False
+    return array.view(np.memmap) if ref.memmap else array
+
+
+# --- how an array arrives when pickled (the stdlib's way) ---------------------------------------------
+
+
+def memory_order(array: np.ndarray) -> str:
+    """'F' for an array that is Fortran- but not C-contiguous, 'C' for a C-contiguous one, else 'N'."""
+    if array.flags.c_contiguous:
+        return "C"
+    return "F" if array.flags.f_contiguous else "N"
+
+
+@functools.cache
+def _unpickled_form(dtype: np.dtype, order: str, writeable: bool) -> tuple[np.dtype, bool]:
+    """The dtype and writability an array of ``dtype``, memory ``order`` ('C', 'F', 'N') and
+    ``writeable`` has after a pickle round trip at ``STDLIB_PROTOCOL`` (probed once on a tiny one)."""
+    template = {"C": lambda: np.zeros(2, dtype), "F": lambda: np.zeros((2, 2), dtype, order="F"),
+                "N": lambda: np.zeros(4, dtype)[::2]}[order]()
+    template.flags.writeable = writeable
+    back = pickle.loads(pickle.dumps(template, protocol=STDLIB_PROTOCOL))
+    return back.dtype, bool(back.flags.writeable)
+
+
+def unpickled_form(array: np.ndarray) -> tuple[np.dtype, str, bool]:
+    """The dtype, memory order ('C' or 'F') and writability of ``array`` once unpickled."""
+    order = memory_order(array)
+    dtype, writeable = _unpickled_form(array.dtype, order, bool(array.flags.writeable))
+    return dtype, "F" if order == "F" else "C", writeable
+
+
+def copy_as_unpickled(array: np.ndarray, root: np.ndarray, offset: int, name: str) -> ArrayRef:
+    """Copy ``array`` into ``root`` (bytes of segment ``name``) at ``offset`` (bytes), laid out as
+    unpickling would give it (``unpickled_form``); return its ``ArrayRef``."""
+    dtype, order, writeable = unpickled_form(array)
+    strides = contiguous_strides(array.shape, dtype.itemsize, order)
+    handle = ArrayHandle(name, tuple(array.shape), dtype, strides, offset)
+    np.copyto(view_on(root, handle), array, casting="equiv")  # equiv: byte order may change
+    return ArrayRef(handle, writeable, memmap=type(array) is np.memmap)
 
 
 def view_on(root: np.ndarray, handle: ArrayHandle) -> np.ndarray:
@@ -80,24 +210,172 @@ def root_of(array: np.ndarray) -> np.ndarray:
     return np.frombuffer(bottom_of(array), np.uint8)
 
 
+# --- holders of pooled segments -------------------------------------------------------------------------
+
+_HOLDS: dict[int, weakref.finalize] = {}  # this process's receptions of pooled segments still alive
+_FORKING: list[tuple[int, str, np.ndarray]] = []  # (token, name, header) counted for the child being forked
+_hold_tokens = itertools.count()
+_exit_hook: util.Finalize | None = None
+_exit_hook_pid = 0
+
+
+def header_of(root: np.ndarray) -> np.ndarray:
+    """The first ``HEADER_BYTES`` of the segment ``root`` views, through an export of their own (so
+    holding the header does not keep ``root`` alive)."""
+    return np.frombuffer(mapping_under(root), np.uint8, count=HEADER_BYTES)
+
+
+def hold_segment(name: str, root: np.ndarray, *, first: bool = False) -> None:
+    """Count this process as a holder of pooled segment ``name`` for as long as ``root`` (bytes of
+    its whole mapping) or any view of it lives. ``first``: the segment was just lent to this
+    process, nobody else holds it, so the count starts at 1."""
+    header = header_of(root)
+    if first:
+        header[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)[0] = 1
+    else:
+        count_holders(name, header, +1)
+    _watch(root.base, name, header)
+
+
+def _watch(buffer: object, name: str, header: np.ndarray) -> None:
+    """Take this process's holder of ``name`` off when ``buffer`` (the views' export) goes."""
+    token = next(_hold_tokens)
+    _HOLDS[token] = weakref.finalize(buffer, _release_hold, token, name, header, os.getpid())
+    _ensure_exit_hook()
+
+
+def _holds_alive() -> dict[int, tuple[weakref.finalize, object, str, np.ndarray]]:
+    """This process's live holds by token: (finalizer, the buffer it watches, segment name, header)."""
+    alive = {}
+    for token, finalizer in list(_HOLDS.items()):
+        found = finalizer.peek()  # (object, function, args, kwargs), or None once it ran
+        if found is not None:
+            buffer, _, (_, name, header, _), _ = found
+            alive[token] = (finalizer, buffer, name, header)
+    return alive
+
+
+def is_held_here(name: str) -> bool:
+    """True when this process holds pooled segment ``name`` (so a receiver must count itself too)."""
+    return any(held == name for _, _, held, _ in _holds_alive().values())
+
+
+def holders(name: str, root: np.ndarray) -> int:
+    """How many holders pooled segment ``name`` (``root``: bytes of its mapping) has now (0: gone)."""
+    return count_holders(name, header_of(root), 0) or 0
+
+
+def _release_hold(token: int, name: str, header: np.ndarray, pid: int) -> None:
+    """A reception's views are all gone: take its holder off; the last one returns the segment.
+
+    Only in the process that counted it: a forked child whose copy of a parent's view dies before
+    the child counted it (fork frees other threads' frames) must not take the parent's holder off.
+    """
+    _HOLDS.pop(token, None)
+    if pid == os.getpid() and count_holders(name, header, -1) == 0:
+        mark_returned(header)
+
+
+def release_every_hold() -> None:
+    """Let go of every pooled segment this process still views (at exit: the views die with it)."""
+    for finalizer in list(_HOLDS.values()):
+        finalizer()
+
+
+def _ensure_exit_hook() -> None:
+    """One ``multiprocessing.util`` exit hook per process: it runs at exit also in workers, which
+    leave through ``os._exit`` (no ``atexit``); a forked child's inherited hooks are ignored."""
+    global _exit_hook, _exit_hook_pid
+    if _exit_hook is None or not _exit_hook.still_active() or _exit_hook_pid != os.getpid():
+        _exit_hook = util.Finalize(None, release_every_hold, exitpriority=EXIT_PRIORITY)
+        _exit_hook_pid = os.getpid()
+
+
+def _before_fork() -> None:
+    """About to fork: count the child as a holder of everything this process holds, now, so that
+    this process may let go the moment ``fork`` returns (the child takes them over)."""
+    _FORKING[:] = [(token, name, header) for token, (_, _, name, header) in _holds_alive().items()]
+    for _, name, header in _FORKING:
+        count_holders(name, header, +1)
+
+
+def _after_fork_in_parent() -> None:
+    _FORKING.clear()
+
+
+def _after_fork_in_child() -> None:
+    """Watch, under this pid, what the parent counted for this child; what already died here (fork
+    frees other threads' frames) is let go at once."""
+    alive = _holds_alive()
+    for token, name, header in _FORKING:
+        if token in alive:
+            finalizer, buffer, _, _ = alive[token]
+            finalizer.detach()
+            _watch(buffer, name, header)
+        elif count_holders(name, header, -1) == 0:
+            mark_returned(header)
+    _FORKING.clear()
+
+
+def _after_multiprocessing_fork() -> None:
+    """multiprocessing clears a forked child's exit hooks after ``os.fork`` returns: add ours back."""
+    if _HOLDS:
+        _ensure_exit_hook()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_after_fork_in_child)
+util.register_after_fork(_after_multiprocessing_fork, lambda hook: hook())
+
+
+# --- the worker's side -------------------------------------------------------------------------------
+
+
 class WorkerSide:
     """Attach a task's segments in the worker (once per name) and detach them when it ends."""
 
     def __init__(self):
         self._roots: dict[str, np.ndarray] = {}
         self._mappings: list[Mapping] = []
+        self._copied: set[str] = set()  # segments holding a private copy made for this task
+        self._returned: set[str] = set()  # copied segments a result already views
 
-    def unpack(self, value):
-        """``value`` with every ``SharedArg`` replaced by a view of its segment (zero-copy)."""
-        return rebuild(value, None, self._array_of)
+    def unpack(self, packed: Packed):
+        """The call ``packed`` holds, every slot a view of its segment (zero-copy)."""
+        return unpack(packed, self._array_of)
 
-    def _array_of(self, handle: ArrayHandle) -> np.ndarray:
-        root = self._roots.get(handle.name)
+    def _array_of(self, ref: ArrayRef) -> np.ndarray:
+        name = ref.handle.name
+        root = self._roots.get(name)
         if root is None:
-            mapping = Mapping(handle.name, create_bytes=None)
+            mapping = Mapping(name, create_bytes=None)
             self._mappings.append(mapping)
-            root = self._roots[handle.name] = np.frombuffer(mapping.map, np.uint8)
-        return view_on(root, handle)
+            root = self._roots[name] = np.frombuffer(mapping.map, np.uint8)
+            if ref.counted:
+                hold_segment(name, root)
+        if ref.copied:
+            self._copied.add(name)
+        return as_received(view_on(root, ref.handle), ref)
+
+    def start_result(self) -> None:
+        """Forget which copied segments a result views (before packing a result again)."""
+        self._returned.clear()
+
+    def result_ref(self, array: np.ndarray) -> ArrayRef | None:
+        """The ``ArrayRef`` of a result that views one of this task's argument segments, or None
+        when it must be copied: it views other memory, or a private copy made for this task that
+        another result already views or that unpickling would lay out differently."""
+        handle = handle_of(array)
+        if handle is None or handle.name not in self._roots:
+            return None
+        memmap = type(array) is np.memmap
+        if handle.name not in self._copied:  # memory the caller shares: the same memory goes back
+            return ArrayRef(handle, bool(array.flags.writeable), memmap=memmap)
+        dtype, order, writeable = unpickled_form(array)
+        if handle.name in self._returned or dtype != array.dtype or memory_order(array) != order:
+            return None
+        self._returned.add(handle.name)
+        return ArrayRef(handle, writeable, copied=True, memmap=memmap)
 
     def __enter__(self) -> WorkerSide:
         return self
@@ -108,27 +386,42 @@ class WorkerSide:
             mapping.close()  # a view the task kept elsewhere keeps its mapping until it goes
 
 
-def pack_result(result, result_name: str, min_bytes: int):
-    """``result`` with big arrays as ``SharedArg``: views of live segments by handle, the rest
-    copied into one new segment called ``result_name`` (the parent adopts and unlinks it)."""
-    new_arrays: dict[int, np.ndarray] = {}
-
-    def collect(array: np.ndarray) -> None:
-        if handle_of(array) is None:
-            new_arrays[id(array)] = array
-
-    rebuild(result, min_bytes, collect)
-    handles: dict[int, ArrayHandle] = {}
-    if new_arrays:
-        handles = _copy_into_new_segment(list(new_arrays.values()), result_name)
-
-    def handle_for(array: np.ndarray) -> ArrayHandle:
-        return handles.get(id(array)) or handle_of(array)
-
-    return rebuild(result, min_bytes, handle_for)
+def pack_result(result, result_name: str, min_bytes: int, side: WorkerSide | None = None) -> Packed:
+    """``result`` pickled with big arrays as slots: views of this task's argument segments by handle
+    (``side.result_ref``), the rest copied into one new segment called ``result_name`` (the parent
+    adopts and unlinks it). Raises MemoryError when that segment does not fit."""
+    if side is not None:
+        side.start_result()
+    packed = pack(result, min_bytes, lambda array: (side and side.result_ref(array)) or array)
+    new = [(slot, array) for slot, array in enumerate(packed.table) if isinstance(array, np.ndarray)]
+    if new:
+        refs = _copy_into_new_segment([array for _, array in new], result_name)
+        for (slot, _), ref in zip(new, refs, strict=True):
+            packed.table[slot] = ref
+    return packed
 
 
-def _copy_into_new_segment(arrays: list[np.ndarray], name: str) -> dict[int, ArrayHandle]:
+def pack_result_pickled(result, min_bytes: int, side: WorkerSide | None = None) -> Packed:
+    """``result`` pickled without a new segment: views of argument segments by handle, every other big
+    array pickled as usual (counted in ``fallbacks``). Raises MemoryError for an array that RAM cannot
+    hold pickled either (the stdlib could not send it back)."""
+    fallbacks = 0
+    if side is not None:
+        side.start_result()
+
+    def share(array: np.ndarray) -> ArrayRef | None:
+        nonlocal fallbacks
+        ref = side.result_ref(array) if side is not None else None
+        if ref is None and not pickling_fits(array.nbytes):
+            raise too_big_to_pickle(array.nbytes, "a result array")
+        fallbacks += ref is None
+        return ref
+
+    packed = pack(result, min_bytes, share)
+    return packed._replace(fallbacks=fallbacks)
+
+
+def _copy_into_new_segment(arrays: list[np.ndarray], name: str) -> list[ArrayRef]:
     """Copy ``arrays`` into one new segment ``name``, each at a cache-line-aligned offset (bytes).
 
     If anything fails or is interrupted once the segment exists (reserving its pages, mapping it,
@@ -148,28 +441,13 @@ def _copy_into_new_segment(arrays: list[np.ndarray], name: str) -> dict[int, Arr
         resource_tracker.unregister("/" + name, "shared_memory")
         raise
     try:
-        return _copy_arrays(mapping, arrays, offsets, name)
+        root = np.frombuffer(mapping.map, np.uint8)
+        return [copy_as_unpickled(array, root, offset, name)
+                for array, offset in zip(arrays, offsets, strict=True)]
     except BaseException:
         unlink(name)
         resource_tracker.unregister("/" + name, "shared_memory")
         raise
     finally:
+        root = None
         mapping.close()
-
-
-def _copy_arrays(mapping: Mapping, arrays: list[np.ndarray], offsets: list[int],
-                 name: str) -> dict[int, ArrayHandle]:
-    """Copy each array to its offset (bytes) in ``mapping``; their handles by ``id(array)``."""
-    root = np.frombuffer(mapping.map, np.uint8)
-    handles = {}
-    for array, offset in zip(arrays, offsets, strict=True):
-        fortran = array.flags.f_contiguous and not array.flags.c_contiguous
-        shape = array.shape[::-1] if fortran else array.shape
-        strides = contiguous_strides(shape, array.dtype.itemsize)
-        handle = ArrayHandle(name, tuple(shape), array.dtype, strides, offset)
-        view = view_on(root, handle)
-        np.copyto(view.T if fortran else view, array, casting="no")
-        if fortran:
-            handle = ArrayHandle(name, tuple(array.shape), array.dtype, strides[::-1], offset)
-        handles[id(array)] = handle
-    return handles

@@ -1,0 +1,112 @@
+"""SharedMemoryExecutor: a worker that keeps an argument keeps its data (issue 12, point 1).
+
+"Send once, then run many tasks on it": a worker function stores its array argument in a module
+global. With the stdlib the worker holds a private copy; ours views the pooled segment the argument
+crossed in, so the pool must not lend that segment to a later task while the worker still views it
+(its header counts the holders), and a result that is the kept argument must not share its memory
+with the worker. Real workers under each start method, real /dev/shm; nothing may be left behind.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing as mp
+import time
+
+import numpy as np
+import pytest
+
+from helpers.lessons import workers
+from helpers.shared.executor import SharedMemoryExecutor
+
+N_ITEMS = 1_000_000  # 8 MB of float64: above the 1 MiB threshold, so it crosses in a pooled segment
+METHODS = ["fork", "spawn", "forkserver"]
+
+
+def lent_bytes_once_collected(executor: SharedMemoryExecutor, seconds: float = 10) -> int:
+    """Bytes the executor's pool still has lent out, after waiting up to ``seconds`` for them to be 0."""
+    deadline = time.monotonic() + seconds
+    while True:
+        executor.segment_pool.collect()
+        if executor.segment_pool.lent_bytes == 0 or time.monotonic() > deadline:
+            return executor.segment_pool.lent_bytes
+        time.sleep(0.02)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", METHODS)
+def test_a_kept_argument_is_not_overwritten_by_a_later_task(method):
+    with SharedMemoryExecutor(1, mp.get_context(method)) as executor:
+        assert executor.submit(workers.keep_and_sum, np.full(N_ITEMS, 1.0)).result() == 1e6
+        later = executor.submit(workers.plus_one, np.full(N_ITEMS, 5.0)).result()  # same size, next task
+        assert (later == 6.0).all()
+        del later
+        assert executor.submit(workers.sums_of_kept).result() == [1e6]  # the stdlib gives 1e6 too
+        assert executor.submit(workers.forget_kept).result() == 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", METHODS)
+def test_a_kept_segment_goes_back_to_the_pool_once_the_worker_lets_go(method):
+    with SharedMemoryExecutor(1, mp.get_context(method)) as executor:
+        executor.submit(workers.keep_and_sum, np.full(N_ITEMS, 1.0)).result()
+        executor.submit(workers.array_nbytes, np.full(N_ITEMS, 2.0)).result()
+        assert executor.segment_pool.created == 2  # the kept one was not lent again
+        assert executor.submit(workers.forget_kept).result() == 1
+        assert lent_bytes_once_collected(executor) == 0  # the worker's count went back to zero
+        executor.submit(workers.array_nbytes, np.full(N_ITEMS, 3.0)).result()
+        assert executor.segment_pool.created == 2  # a warm one was reused
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", METHODS)
+def test_a_result_that_is_the_kept_argument_does_not_share_the_workers_memory(method):
+    with SharedMemoryExecutor(1, mp.get_context(method)) as executor:
+        back = executor.submit(workers.keep_and_return, np.full(N_ITEMS, 1.0)).result()
+        assert back.flags.writeable and (back == 1.0).all()
+        back[:] = 9.0  # the caller's array is its own, as an unpickled one is
+        assert executor.submit(workers.sums_of_kept).result() == [1e6]
+        executor.submit(workers.plus_one, np.full(N_ITEMS, 5.0)).result()
+        assert (back == 9.0).all()
+        del back
+        assert executor.submit(workers.forget_kept).result() == 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])  # fork refuses max_tasks_per_child
+def test_a_worker_that_exits_holding_an_argument_gives_it_back(method):
+    with SharedMemoryExecutor(1, mp.get_context(method), max_tasks_per_child=1) as executor:
+        assert executor.submit(workers.keep_and_sum, np.full(N_ITEMS, 1.0)).result() == 1e6
+        assert lent_bytes_once_collected(executor) == 0  # its exit hook let go of the kept view
+        executor.submit(workers.array_nbytes, np.full(N_ITEMS, 2.0)).result()
+        assert executor.segment_pool.created == 1
+
+
+def _report_sum_later(array: np.ndarray, go, connection) -> None:
+    """Forked child: wait for ``go``, then send the sum of the array it inherited."""
+    go.wait()
+    connection.send(float(np.sum(array)))
+
+
+@pytest.mark.timeout(120)
+def test_a_forked_child_holding_a_result_keeps_its_data():
+    """A result that views a pooled segment, inherited by a forked child: the parent drops it and
+    submits again; the child must still see its own data (a copy-on-write copy, with plain arrays)."""
+    fork = mp.get_context("fork")
+    with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:
+        held = executor.submit(workers.echo, np.full(N_ITEMS, 1.0)).result()  # a view of a pooled copy
+        go = fork.Event()
+        receiver, sender = fork.Pipe(duplex=False)
+        child = fork.Process(target=_report_sum_later, args=(held, go, sender))
+        child.start()
+        del held
+        gc.collect()
+        again = executor.submit(workers.echo, np.full(N_ITEMS, 5.0)).result()
+        go.set()
+        assert receiver.recv() == 1e6
+        child.join(30)
+        del again
+        receiver.close()
+        sender.close()
+        assert lent_bytes_once_collected(executor) == 0  # the child let go when it exited
+    assert child.exitcode == 0

@@ -1,0 +1,141 @@
+"""SharedMemoryExecutor with a small /dev/shm: it works wherever the stdlib does (issue 12, point 3).
+
+In a private 64 MiB tmpfs (a mount namespace of its own, as root): idle pooled segments are freed
+before anything is refused, and what still does not fit (an argument, or a worker's result) is
+pickled as ``ProcessPoolExecutor`` pickles it, counted in ``pickled_fallbacks`` and said once in a
+RuntimeWarning. The stdlib runs the same sequences first, so each one is known to work there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+UNSHARE = shutil.which("unshare")
+needs_private_tmpfs = pytest.mark.skipif(UNSHARE is None or os.geteuid() != 0,
+                                         reason="needs root and unshare for a private tmpfs")
+
+PROGRAM = """
+    import multiprocessing as mp, os, sys, warnings
+    import numpy as np
+    from concurrent.futures import ProcessPoolExecutor
+    from helpers.lessons import workers
+    from helpers.shared.executor import SharedMemoryExecutor
+    MiB = 1 << 20
+
+    def one_after_the_other(executor):
+        '''plus_one of 20 MiB, then of 24 MiB, each result dropped: True when each is right.'''
+        right = []
+        for n_mib in (20, 24):
+            result = executor.submit(workers.plus_one, np.zeros(n_mib * MiB // 8)).result()
+            right.append(result.nbytes == n_mib * MiB and bool((result == 1).all()))
+            del result
+        return right
+
+    def five_held(executor):
+        '''Five 20 MiB results of plus_one, all held: their first items.'''
+        held = [executor.submit(workers.plus_one, np.full(20 * MiB // 8, float(n))).result()
+                for n in range(5)]
+        return [float(result[0]) for result in held if (result == result[0]).all()]
+
+    if __name__ == "__main__":
+        context = mp.get_context(sys.argv[1])
+        with ProcessPoolExecutor(1, context) as executor:
+            print("stdlib:", one_after_the_other(executor), five_held(executor))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with SharedMemoryExecutor(1, context) as executor:
+                print("ours:", one_after_the_other(executor), "pickled:", executor.pickled_fallbacks)
+                print("ours:", five_held(executor), "pickled some:", executor.pickled_fallbacks > 0)
+        print("warnings:", [(w.category.__name__, "pickled_fallbacks" in str(w.message)) for w in caught])
+        print("left:", os.listdir("/dev/shm"))
+"""
+
+
+def run_in_64_mib_dev_shm(code: str, *args: str) -> subprocess.CompletedProcess:
+    """Run Python ``code`` with ``args`` in a private mount namespace whose /dev/shm is a 64 MiB tmpfs."""
+    script = f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {sys.executable} -c \"$0\" \"$@\""
+    return subprocess.run([UNSHARE, "--mount", "sh", "-c", script, textwrap.dedent(code), *args],
+                          capture_output=True, text=True, timeout=150)
+
+
+@needs_private_tmpfs
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_what_the_stdlib_runs_in_64_mib_ours_runs_too(method):
+    done = run_in_64_mib_dev_shm(PROGRAM, method)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "stdlib: [True, True] [1.0, 2.0, 3.0, 4.0, 5.0]",
+        "ours: [True, True] pickled: 0",  # the idle 20 MiB segment made room for the 24 MiB result
+        "ours: [1.0, 2.0, 3.0, 4.0, 5.0] pickled some: True",  # results beyond /dev/shm come pickled
+        "warnings: [('RuntimeWarning', True)]",  # once per executor
+        "left: []",
+    ], done.stderr
+    assert done.stderr == ""
+
+
+ARGUMENT_TOO_BIG = """
+    import multiprocessing as mp, os, warnings
+    import numpy as np
+    from helpers.lessons import workers
+    from helpers.shared.executor import SharedMemoryExecutor
+    from helpers.shared.shm import SharedNDArray
+    if __name__ == "__main__":
+        warnings.simplefilter("error")  # the warning must reach the caller's thread, not a pool thread
+        filler = SharedNDArray.create(40 << 20, "u1")  # 40 of the 64 MiB taken
+        with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:
+            future = executor.submit(workers.array_nbytes, np.ones(30 << 20, "u1"))  # does not fit
+            try:
+                future.result()
+            except RuntimeWarning as warning:
+                print("warned:", "/dev/shm had no room for 1 big array" in str(warning))
+            print("result:", future.result(), "pickled:", executor.pickled_fallbacks)
+            print("again:", executor.submit(workers.array_nbytes, np.ones(30 << 20, "u1")).result())
+        filler.close()
+        filler.unlink()
+        print("left:", os.listdir("/dev/shm"))
+"""
+
+
+@needs_private_tmpfs
+@pytest.mark.timeout(120)
+def test_an_argument_that_does_not_fit_is_pickled_and_said_once_in_the_callers_thread():
+    done = run_in_64_mib_dev_shm(ARGUMENT_TOO_BIG)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["warned: True", f"result: {30 << 20} pickled: 1",
+                                        f"again: {30 << 20}", "left: []"], done.stderr
+
+
+TOO_BIG_FOR_RAM_TOO = """
+    import multiprocessing as mp, os
+    import numpy as np
+    from helpers.lessons import workers
+    from helpers.shared.executor import SharedMemoryExecutor
+    from helpers.shared.room import available_memory
+    if __name__ == "__main__":
+        n_items = available_memory() // 8 + (1 << 20)  # a broadcast view claiming more than RAM has
+        with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:
+            for task in [(workers.array_nbytes, np.broadcast_to(np.ones(1), (n_items,))),
+                         (workers.broadcast_ones, n_items)]:
+                error = executor.submit(*task).exception()
+                print(type(error).__name__, "/dev/shm" in str(error))
+            print("still works:", executor.submit(workers.array_nbytes, np.ones(1 << 20)).result(),
+                  "pickled:", executor.pickled_fallbacks)
+        print("left:", os.listdir("/dev/shm"))
+"""
+
+
+@needs_private_tmpfs
+@pytest.mark.timeout(120)
+def test_an_array_too_big_to_pickle_either_is_a_memory_error_and_the_executor_goes_on():
+    """The stdlib could not send these either (pickling needs their bytes in RAM): a clear error."""
+    done = run_in_64_mib_dev_shm(TOO_BIG_FOR_RAM_TOO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["MemoryError True", "MemoryError True",
+                                        f"still works: {8 << 20} pickled: 0", "left: []"], done.stderr
