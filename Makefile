@@ -3,7 +3,8 @@
 # package in editable mode); nothing has to be installed by hand first.
 
 PYTHON ?= python3
-VENV := .venv
+# Another Python gets its own environment: make test PYTHON=python3.13 VENV=.venv-3.13
+VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 # The array size (MiB) the test suite runs every notebook at; the lessons read it through
@@ -100,6 +101,6 @@ bench: $(INSTALLED)
 	$(BIN)/python -m helpers.bench --suite transport $(if $(BENCH_REFERENCE),--compare $(BENCH_REFERENCE)) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	rm -rf .venv .venv-* *.egg-info .pytest_cache .ruff_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
 	-$(PYTHON) -c "import sys; sys.path.insert(0, '.'); from helpers import leftovers; leftovers.remove_ours()"
