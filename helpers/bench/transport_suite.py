@@ -12,7 +12,7 @@ were started and had each run a tiny task (process start-up and module imports e
 ``del`` of the result before the next call (so a pooled segment goes back to the pool). Each row
 has the median, the IQR as its spread (plus min and max), every run, the first run, and its
 ratios to both floors; ``helpers.bench.targets`` checks them against the issue's targets. The
-reducer rows come from ``helpers.lessons.reduction_round_trips`` (local and remote round trips) on
+reducer rows come from ``helpers.lessons.pickler_reductions_torch`` (local and remote round trips) on
 the same array.
 """
 
@@ -25,7 +25,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 
 import numpy as np
 
-from helpers.lessons import reduction_round_trips, workers
+from helpers.lessons import pickler_reductions_torch, workers
 from helpers.measure import copy_floors
 from helpers.measure.quiet_processes import quiet_context
 from helpers.measure.timing import Timing, time_it
@@ -162,7 +162,7 @@ def executor_measurements(source: np.ndarray, floors: dict[str, Timing], *, repe
 
 def reducer_row(source: np.ndarray, how: str, where: str, floors: dict[str, Timing], repeat: int = 5,
                 start_method: str = DEFAULT_START_METHOD) -> dict:
-    """One ``helpers.lessons.reduction_round_trips`` round trip as a row named
+    """One ``helpers.lessons.pickler_reductions_torch`` round trip as a row named
     ``reducer_<how>_<where>``: ``where`` is 'local' (ForkingPickler dumps + loads here) or 'remote'
     (through a Pipe to a started echo worker and back; its start is not timed). ``first_s`` is the
     first call (one-time costs: a new segment); the median is over the ``repeat`` calls after it.
@@ -171,9 +171,9 @@ def reducer_row(source: np.ndarray, how: str, where: str, floors: dict[str, Timi
     if how in ("pickle", "torch") and source.nbytes >= LARGE_BYTES:
         repeat = min(repeat, STDLIB_LARGE_REPEAT)
     if where == "local":
-        trip = reduction_round_trips.local_round_trip_seconds(source, how, repeat)
+        trip = pickler_reductions_torch.local_round_trip_seconds(source, how, repeat)
     else:
-        trip = reduction_round_trips.remote_round_trip_seconds(source, how, repeat,
+        trip = pickler_reductions_torch.remote_round_trip_seconds(source, how, repeat,
                                                                quiet_context(start_method))
     return make_row(f"reducer_{how}_{where}", source.nbytes, trip.warm, floors, first_s=trip.first,
                     how=how, where=where, what=REDUCER_WHAT[how] + f", {where} round trip")
@@ -181,10 +181,11 @@ def reducer_row(source: np.ndarray, how: str, where: str, floors: dict[str, Timi
 
 def reducer_measurements(source: np.ndarray, floors: dict[str, Timing], *, repeat: int = 5,
                          start_method: str = DEFAULT_START_METHOD) -> list[tuple[str, Callable[[], dict]]]:
-    """(label, measure) pairs for every ``helpers.lessons.reduction_round_trips`` way, local then remote."""
+    """(label, measure) pairs for every way of ``helpers.lessons.pickler_reductions_torch``, local
+    then remote."""
     return [(f"{how} {where}", functools.partial(reducer_row, source, how, where, floors, repeat,
                                                  start_method))
-            for how in reduction_round_trips.HOWS for where in reduction_round_trips.WHERES]
+            for how in pickler_reductions_torch.HOWS for where in pickler_reductions_torch.WHERES]
 
 
 def add_speedups(rows: list[dict]) -> None:

@@ -1,19 +1,23 @@
 """Lesson 09's measurements on a running Ray (``helpers.lessons.ray_session``): a fan-out by value against
 one ``ray.put``, the read-only view and its fix, which arrays cross without a copy, and what
-crosses between nodes. Times are seconds, sizes bytes. The functions the workers run are in
-``helpers.lessons.ray_tasks``; they are wrapped with ``ray.remote`` here, when called.
+crosses between nodes. Times are seconds, sizes bytes. The functions Ray's workers run are at the
+end of this module, plain Python: ``remote(fn)`` wraps them with ``ray.remote`` when they are
+called, so importing ``helpers`` never needs Ray, and a worker imports them by name (a function
+defined in a notebook cell would live in ``__main__``). Their times come from ``time.perf_counter``
+(CLOCK_MONOTONIC on Linux, one clock for every process on the machine).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import pickle
+import statistics
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.lessons import ray_tasks
 from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.ray_processes import copies_on, node_memory, store_bytes_used
 from helpers.measure.timing import Timing, time_it
@@ -30,11 +34,11 @@ def remote(fn):
 
 
 def warm_up(nodes, tasks_per_node: int) -> None:
-    """Start the workers on every node and load ``helpers.lessons.ray_tasks`` there, so that no timing
+    """Start the workers on every node and load ``helpers.lessons.ray_object_store`` there, so that no timing
     below includes a worker's start-up (a second or more)."""
     import ray
 
-    refs = [remote(ray_tasks.hello).options(scheduling_strategy=node.pinned()).remote(i)
+    refs = [remote(hello).options(scheduling_strategy=node.pinned()).remote(i)
             for node in nodes.nodes for i in range(tasks_per_node)]
     ray.get(refs)
 
@@ -48,7 +52,7 @@ def fan_out(array_or_ref, n_tasks: int, node=None) -> list[float]:
     """``sum_array`` in ``n_tasks`` tasks, all given the same argument (an array or an ObjectRef)."""
     import ray
 
-    task = remote(ray_tasks.sum_array)
+    task = remote(sum_array)
     if node is not None:
         task = task.options(scheduling_strategy=node.pinned())
     return ray.get([task.remote(array_or_ref) for _ in range(n_tasks)])
@@ -90,7 +94,7 @@ def _held_fan_out(argument, n_tasks: int, hold_seconds: float, clock_offset: flo
     import ray
 
     store_peak = store_bytes_used()
-    refs = [remote(ray_tasks.sum_and_hold).remote(argument, hold_seconds) for _ in range(n_tasks)]
+    refs = [remote(sum_and_hold).remote(argument, hold_seconds) for _ in range(n_tasks)]
     pending = refs
     while pending:
         _, pending = ray.wait(pending, timeout=REPORT_SECONDS)
@@ -151,7 +155,7 @@ def read_only_pitfalls(ref, threshold: float = 0.5) -> list[Pitfall]:
     except ValueError as error:
         caught.append(Pitfall("driver: ray.get(ref) then write", type(error).__name__, str(error)))
     try:
-        ray.get(remote(ray_tasks.zero_small_values_in_place).remote(ref, threshold))
+        ray.get(remote(zero_small_values_in_place).remote(ref, threshold))
     except ray.exceptions.RayTaskError as error:
         cause = error.cause
         caught.append(Pitfall("task: write into its argument",
@@ -163,7 +167,7 @@ def zeroed_in_a_copy(ref, threshold: float = 0.5) -> int:
     """The fix, in a task: copy, then write. Returns how many values the task set to zero."""
     import ray
 
-    return ray.get(remote(ray_tasks.zero_small_values_in_a_copy).remote(ref, threshold))
+    return ray.get(remote(zero_small_values_in_a_copy).remote(ref, threshold))
 
 
 def dtype_variants(n_bytes: int) -> dict[str, np.ndarray]:
@@ -202,7 +206,7 @@ def what_workers_get(arrays: dict[str, np.ndarray]) -> dict[str, dict]:
     rows = {}
     for name, array in arrays.items():
         ref = ray.put(array)
-        facts = ray.get(remote(ray_tasks.facts_after_get).remote([ref]))
+        facts = ray.get(remote(facts_after_get).remote([ref]))
         rows[name] = {**facts, "out_of_band_buffers": out_of_band_buffers(array), "bytes": array.nbytes}
         del ref
     return rows
@@ -232,7 +236,7 @@ def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) ->
     reads = []
     for label, index in plan:
         node = nodes.nodes[index]
-        task = remote(ray_tasks.facts_after_get).options(scheduling_strategy=node.pinned())
+        task = remote(facts_after_get).options(scheduling_strategy=node.pinned())
         facts = ray.get(task.remote([ref]))
         growth = [node_memory(n).pss - b for n, b in zip(nodes.nodes, before, strict=True)]
         reads.append(NodeRead(label, index, facts["get_seconds"], facts["in_object_store"],
@@ -248,6 +252,106 @@ def put_and_get_per_node(nodes, n_bytes: int, repeat: int = 3) -> dict[int, dict
 
     rows = {}
     for node in nodes.nodes:
-        task = remote(ray_tasks.time_put_and_get).options(scheduling_strategy=node.pinned())
+        task = remote(time_put_and_get).options(scheduling_strategy=node.pinned())
         rows[node.index] = {**ray.get(task.remote(n_bytes, repeat)), "store_directory": node.store_directory}
     return rows
+
+
+# --- Functions Ray's workers run: plain Python, wrapped with ray.remote(fn) by remote() when called ---
+
+
+def mapping_of(address: int) -> str:
+    """What this process has mapped at ``address``: the file name from /proc/self/maps (e.g.
+    '/dev/shm/plasmaXXXX (deleted)'), '[heap]', 'anonymous', or 'not mapped'."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            start, end = (int(value, 16) for value in fields[0].split("-"))
+            if start <= address < end:
+                return fields[5].strip() if len(fields) == 6 else "anonymous"
+    return "not mapped"
+
+
+def store_mapping_names() -> set[str]:
+    """Names of this process's mappings that belong to Ray's object store (its plasma file(s))."""
+    with open("/proc/self/maps") as maps:
+        return {line.split(maxsplit=5)[5].strip() for line in maps
+                if len(line.split(maxsplit=5)) == 6 and "plasma" in line.split(maxsplit=5)[5]}
+
+
+def array_facts(array: np.ndarray) -> dict:
+    """What a worker got: its type, dtype, whether it may write, whether the bytes lie in the
+    object store's mapping (zero copy) or in this worker's own memory (a copy), and its pid."""
+    mapping = mapping_of(array.ctypes.data) if array.size else "empty"
+    return {
+        "type": type(array).__name__,
+        "dtype": str(array.dtype),
+        "writeable": bool(array.flags.writeable),
+        "in_object_store": "plasma" in mapping,
+        "mapping": mapping,
+        "pid": os.getpid(),
+    }
+
+
+def facts_after_get(boxed_refs: list) -> dict:
+    """``array_facts`` of ``ray.get(boxed_refs[0])``, plus ``get_seconds``: how long that get took
+    here (the ref comes in a list so that Ray does not fetch it before the task starts)."""
+    import ray
+
+    start = time.perf_counter()
+    array = ray.get(boxed_refs[0])
+    seconds = time.perf_counter() - start
+    return {**array_facts(array), "get_seconds": seconds}
+
+
+def sum_array(array: np.ndarray) -> float:
+    """Read every element once (the fan-out's work)."""
+    return float(array.sum())
+
+
+def sum_and_hold(array: np.ndarray, hold_seconds: float) -> tuple[float, float, float]:
+    """Sum the array, then keep it (and the store's copy) alive ``hold_seconds``; return the sum
+    and the perf_counter instants the hold began and ended."""
+    total = float(array.sum())
+    began = time.perf_counter()
+    time.sleep(hold_seconds)
+    return total, began, time.perf_counter()
+
+
+def zero_small_values_in_place(array: np.ndarray, threshold: float) -> int:
+    """Set every value below ``threshold`` to 0 in the array given; return how many were set.
+    On an array from Ray's object store this raises ValueError: the view is read-only."""
+    small = array < threshold
+    array[small] = 0.0
+    return int(small.sum())
+
+
+def zero_small_values_in_a_copy(array: np.ndarray, threshold: float) -> int:
+    """The fix: copy first (a private, writeable array in this worker), then zero in place."""
+    own = array.copy()
+    return zero_small_values_in_place(own, threshold)
+
+
+def time_put_and_get(n_bytes: int, repeat: int = 3) -> dict:
+    """In this worker: median seconds of ``ray.put`` of a random float64 array of ``n_bytes``
+    into this node's store, and of ``ray.get`` of it back, with where the store's file lives."""
+    import ray
+
+    array = np.random.default_rng(7).random(max(1, n_bytes // 8))
+    puts, gets, mappings = [], [], set()
+    for _ in range(repeat + 1):  # the first round is a warm-up
+        start = time.perf_counter()
+        ref = ray.put(array)
+        put_done = time.perf_counter()
+        view = ray.get(ref)
+        gets.append(time.perf_counter() - put_done)
+        puts.append(put_done - start)
+        mappings.add(mapping_of(view.ctypes.data))
+        del view, ref
+    return {"put_seconds": statistics.median(puts[1:]), "get_seconds": statistics.median(gets[1:]),
+            "mappings": sorted(mappings), "pid": os.getpid()}
+
+
+def hello(_: int = 0) -> int:
+    """Return this worker's pid (to start workers and load this module before anything is timed)."""
+    return os.getpid()

@@ -1,4 +1,4 @@
-"""helpers.lessons.demos against real processes, real shared memory and real pages (no mocks)."""
+"""helpers.lessons.start_here (lesson 00) and helpers.lessons.demos (shared by lessons): real processes."""
 
 import os
 import time
@@ -8,7 +8,7 @@ import numpy as np
 import psutil
 import pytest
 
-from helpers.lessons import demos, workers
+from helpers.lessons import demos, start_here, workers
 from helpers.measure import system
 from helpers.measure.memory import track_memory
 from helpers.measure.units import MiB
@@ -27,7 +27,7 @@ def _segment_exists(name: str) -> bool:
 
 def test_fresh_array_pages_become_resident_only_when_written():
     n_bytes = 32 * MiB
-    array = demos.fresh_array(n_bytes)
+    array = start_here.fresh_array(n_bytes)
     assert array.dtype == np.float64 and array.nbytes == n_bytes
     assert array.flags.writeable
     before = psutil.Process().memory_info().rss
@@ -39,11 +39,11 @@ def test_fresh_array_pages_become_resident_only_when_written():
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="glibc's malloc_trim is Linux-only")
 def test_release_free_heap_runs_where_glibc_is():
-    assert demos.release_free_heap() in (True, False)
+    assert start_here.release_free_heap() in (True, False)
 
 
 def test_random_segment_holds_random_data_and_is_owned_by_the_caller():
-    segment = demos.random_segment(SEGMENT_BYTES, seed=3)
+    segment = start_here.random_segment(SEGMENT_BYTES, seed=3)
     try:
         view = np.ndarray((SEGMENT_BYTES // 8,), dtype=np.float64, buffer=segment.buf)
         assert segment.size >= SEGMENT_BYTES
@@ -61,15 +61,15 @@ def test_random_segment_holds_random_data_and_is_owned_by_the_caller():
 def test_random_segment_refuses_what_does_not_fit_without_creating_anything():
     before = set(os.listdir(system.SHM_DIR))
     with pytest.raises(MemoryError, match="does not fit.*lower LAB_ARRAY_MB"):
-        demos.random_segment(system.shm_free() + 64 * MiB)
+        start_here.random_segment(system.shm_free() + 64 * MiB)
     assert set(os.listdir(system.SHM_DIR)) <= before
 
 
 def test_segment_checksum_reads_every_byte():
-    segment = demos.random_segment(MiB, seed=4)
+    segment = start_here.random_segment(MiB, seed=4)
     try:
         expected = int(np.ndarray((MiB,), dtype=np.uint8, buffer=segment.buf).sum(dtype=np.uint64))
-        assert demos.segment_checksum(segment.name) == expected
+        assert start_here.segment_checksum(segment.name) == expected
     finally:
         segment.close()
         segment.unlink()
@@ -78,7 +78,7 @@ def test_segment_checksum_reads_every_byte():
 @pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
 def test_self_check_round_trips_through_a_worker_and_cleans_up(start_method):
     before_children = {c.pid for c in psutil.Process().children(recursive=True)}
-    result = demos.self_check(start_method)
+    result = start_here.self_check(start_method)
     assert result.start_method == start_method
     assert result.checksum > 0
     assert result.segment_in_dev_shm is (True if system.SHM_DIR.is_dir() else None)
@@ -101,7 +101,7 @@ def test_hold_marks_a_window_and_calls_during_halfway():
 
 def test_hold_in_workers_holds_n_distinct_workers_then_ends_them():
     with track_memory(trace_python=False) as report:
-        held = demos.hold_in_workers(workers.allocate_and_hold, (4 * MiB,), 2, "spawn",
+        held = start_here.hold_in_workers(workers.allocate_and_hold, (4 * MiB,), 2, "spawn",
                                      hold_seconds=SHORT_HOLD, report=report, label="busy",
                                      during=demos.tree_pss_by_kind)
     assert len(set(held.pids)) == 2
@@ -117,7 +117,7 @@ def test_hold_in_workers_holds_n_distinct_workers_then_ends_them():
 def test_hold_in_workers_fails_fast_when_a_worker_dies_before_ready():
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="exited with code"):
-        demos.hold_in_workers(workers.hold_shared_segment, ("sal_no_such_segment",), 1, "spawn",
+        start_here.hold_in_workers(workers.hold_shared_segment, ("sal_no_such_segment",), 1, "spawn",
                               hold_seconds=SHORT_HOLD)
     assert time.monotonic() - started < 30
 
@@ -126,13 +126,13 @@ def test_hold_in_workers_fails_fast_when_a_worker_dies_before_ready():
 def test_readers_of_one_segment_add_one_array_of_shared_memory_pss_and_n_arrays_of_rss():
     n_workers = 2
     with track_memory(trace_python=False) as report:
-        idle = demos.hold_in_workers(workers.allocate_and_hold, (0,), n_workers, "spawn",
+        idle = start_here.hold_in_workers(workers.allocate_and_hold, (0,), n_workers, "spawn",
                                      hold_seconds=SHORT_HOLD, report=report, label="idle",
                                      during=demos.tree_pss_by_kind)
-        segment = demos.random_segment(SEGMENT_BYTES)
+        segment = start_here.random_segment(SEGMENT_BYTES)
         try:
             segment.close()
-            shared = demos.hold_segment_in_workers(segment.name, n_workers, "spawn", SHORT_HOLD,
+            shared = start_here.hold_segment_in_workers(segment.name, n_workers, "spawn", SHORT_HOLD,
                                                    report=report, during=demos.tree_pss_by_kind)
         finally:
             segment.unlink()
@@ -148,7 +148,7 @@ def test_tree_pss_by_kind_sees_a_segment_this_process_maps():
     before = demos.tree_pss_by_kind()
     if before is None:
         pytest.skip("this kernel does not split PSS")
-    segment = demos.random_segment(SEGMENT_BYTES)
+    segment = start_here.random_segment(SEGMENT_BYTES)
     try:
         after = demos.tree_pss_by_kind()
     finally:
@@ -162,7 +162,7 @@ def test_increase_and_tables_report_bytes_and_arrays():
     with track_memory() as report:
         demos.hold(report, "idle", 0.5)
         # New pages (not heap an earlier test freed and the allocator kept resident), touched.
-        block = demos.fresh_array(8 * MiB)
+        block = start_here.fresh_array(8 * MiB)
         block[:] = 1
         demos.hold(report, "busy", 0.5)
         del block
@@ -174,5 +174,5 @@ def test_increase_and_tables_report_bytes_and_arrays():
     lines = table.splitlines()
     assert lines[0].split() == ["measure", "A", "B"]
     assert "arrays)" in table and "n/a" in table
-    per_process = demos.steady_per_process(report, "busy holding", "busy end", {os.getpid(): "me"})
+    per_process = start_here.steady_per_process(report, "busy holding", "busy end", {os.getpid(): "me"})
     assert per_process.splitlines()[1].startswith("me ")

@@ -45,7 +45,7 @@ AFTER_RAY_SCRIPT = textwrap.dedent('''
     import numpy as np
 
     from helpers.bench import strategies
-    from helpers.lessons import fork_copy_on_write, ray_object_store, ray_session, ray_tasks
+    from helpers.lessons import fork_copy_on_write, ray_object_store, ray_session
     from helpers.lessons import send_once_and_managers
     from helpers.measure import leftovers
 
@@ -76,7 +76,8 @@ AFTER_RAY_SCRIPT = textwrap.dedent('''
         with ray_session.ray_session(num_cpus=1, object_store_bytes=ray_session.RAY_MINIMUM_STORE_BYTES):
             import ray
 
-            facts["task_sum"] = ray.get(ray_object_store.remote(ray_tasks.sum_array).remote(np.ones(1000)))
+            task = ray_object_store.remote(ray_object_store.sum_array)
+            facts["task_sum"] = ray.get(task.remote(np.ones(1000)))
         forks = []
         os.register_at_fork(before=lambda: forks.append(os.getpid()))  # os.fork: what a fork pool does
         array = np.random.default_rng(0).random(1 << 17)  # 1 MiB

@@ -1,5 +1,6 @@
-"""helpers.lessons.ray_session, ray_object_store, ray_tasks and helpers.measure.ray_processes with a real
-Ray: a local instance and a local two-node cluster, real worker processes, real object stores.
+"""helpers.lessons.ray_session, ray_object_store (with the functions its workers run) and
+helpers.measure.ray_processes with a real Ray: a local instance and a local two-node cluster, real
+worker processes, real object stores.
 
 Ray never runs in the pytest process (a process in which Ray has run must not fork afterwards,
 and later tests fork): each of the two is started once, in a subprocess running ``SCRIPT``, which
@@ -38,7 +39,7 @@ SCRIPT = textwrap.dedent('''
 
     import psutil
 
-    from helpers.lessons import ray_object_store, ray_session, ray_tasks
+    from helpers.lessons import ray_object_store, ray_session
     from helpers.measure import leftovers, ray_processes
     from helpers.measure.units import MiB
 
@@ -69,8 +70,8 @@ SCRIPT = textwrap.dedent('''
 
         array = ray_object_store.random_array(ARRAY_BYTES)
         ref = ray.put(array)
-        got = ray.get(ray_object_store.remote(ray_tasks.facts_after_get).remote([ref]))
-        total = ray.get(ray_object_store.remote(ray_tasks.sum_array).remote(ref))
+        got = ray.get(ray_object_store.remote(ray_object_store.facts_after_get).remote([ref]))
+        total = ray.get(ray_object_store.remote(ray_object_store.sum_array).remote(ref))
         caught = [pitfall.message for pitfall in ray_object_store.read_only_pitfalls(ref)]
         zeroed = ray_object_store.zeroed_in_a_copy(ref)
         del ref
@@ -80,7 +81,8 @@ SCRIPT = textwrap.dedent('''
 
     def fan_out_memory(nodes):
         array = ray_object_store.random_array(ARRAY_BYTES)
-        by_reference, by_value = ray_object_store.compare_fan_out_memory(array, 2, hold_seconds=0.5)
+        # held long enough that both tasks overlap even when the second worker starts late
+        by_reference, by_value = ray_object_store.compare_fan_out_memory(array, 2, hold_seconds=1.5)
         return {"by_reference": by_reference.store_bytes, "by_value": by_value.store_bytes}
 
 

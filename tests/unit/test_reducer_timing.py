@@ -1,4 +1,4 @@
-"""helpers.lessons.reduction_round_trips and helpers.lessons.pickler_reductions_torch: what they
+"""helpers.lessons.pickler_reductions_torch and helpers.lessons.pickler_reductions_torch: what they
 measure and report, at small sizes.
 
 No timed assertions: only the shape of the results, that the arrays came back whole, that the
@@ -12,7 +12,7 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
-from helpers.lessons import pickler_reductions_torch, reduction_round_trips
+from helpers.lessons import pickler_reductions_torch
 from helpers.measure.units import MiB
 from helpers.shared import reducers
 
@@ -20,23 +20,23 @@ SPAWN = mp.get_context("spawn")
 
 
 def test_reduction_of_names_the_way_each_how_uses():
-    assert [reduction_round_trips.reduction_of(how) for how in reduction_round_trips.HOWS] == [
+    assert [pickler_reductions_torch.reduction_of(how) for how in pickler_reductions_torch.HOWS] == [
         None, "torch", "torch", "shared_memory", "shared_memory"]
     with pytest.raises(ValueError, match="how must be one of"):
-        reduction_round_trips.reduction_of("carrier pigeon")
+        pickler_reductions_torch.reduction_of("carrier pigeon")
 
 
-@pytest.mark.parametrize("how", reduction_round_trips.HOWS)
+@pytest.mark.parametrize("how", pickler_reductions_torch.HOWS)
 def test_local_round_trip_reports_first_and_warm_runs_and_undoes_the_reduction(how):
     array = np.random.default_rng(0).random(50_000)
-    trip = reduction_round_trips.local_round_trip_seconds(array, how, repeat=3)
+    trip = pickler_reductions_torch.local_round_trip_seconds(array, how, repeat=3)
     assert trip.first > 0 and len(trip.runs) == 3 and trip.median == trip.warm.median
     assert reducers.active_way() is None
 
 
 def test_the_table_has_a_row_per_size_how_and_place_with_ratios_to_both_floors():
     sizes = [MiB // 4, MiB]
-    rows = reduction_round_trips.round_trip_table(sizes,
+    rows = pickler_reductions_torch.round_trip_table(sizes,
                                                   hows=["pickle", "shared_memory", "shared_memory_shared"],
                                                   repeat=2, mp_context=SPAWN)
     assert len(rows) == 2 * 3 * 2
@@ -53,7 +53,7 @@ def test_the_table_has_a_row_per_size_how_and_place_with_ratios_to_both_floors()
 
 def test_a_remote_round_trip_through_torch_brings_the_array_back():
     array = np.random.default_rng(1).random(30_000)
-    with reduction_round_trips.EchoWorker("torch", SPAWN) as worker:
+    with pickler_reductions_torch.EchoWorker("torch", SPAWN) as worker:
         first = worker.round_trip_seconds(array, "torch", repeat=2)
         shared = worker.round_trip_seconds(array, "torch_shared", repeat=2)
         with pytest.raises(ValueError, match="this worker shares"):

@@ -74,7 +74,7 @@ def nothing_shared_after():
 
 
 def test_importing_reducers_does_not_import_torch():
-    code = ("import sys, helpers.shared.reducers, helpers.lessons.reduction_round_trips; "
+    code = ("import sys, helpers.shared.reducers, helpers.lessons.pickler_reductions_torch; "
             "print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
