@@ -19,31 +19,33 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored for the block, and blocked, so that a Ctrl-C arriving meanwhile is held and
-    raises KeyboardInterrupt when the block ends instead of being lost (main thread only)."""
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked for the block (main thread only): a Ctrl-C arriving meanwhile is held, then
+    raises KeyboardInterrupt here when the block ends. (Ignoring it instead would lose it: the kernel
+    discards a signal whose action is SIG_IGN, blocked or not.) A child started meanwhile inherits
+    the blocked mask, through fork and through exec alike."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 class _QuietStart:
-    """Mixin for a Process class: the child ignores SIGINT from its start (spawn and fork inherit
-    an ignored signal) and, whatever the start method, from the first line of ``run()`` on."""
+    """Mixin for a Process class: the child starts with SIGINT blocked (inherited) and, from the
+    first line of ``run()`` on, ignores it: setting SIG_IGN discards a Ctrl-C held meanwhile, then
+    SIGINT is unblocked. The parent keeps its Ctrl-C (see ``_sigint_blocked``)."""
 
     def start(self) -> None:
-        with _sigint_ignored():
+        with _sigint_blocked():
             super().start()
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         super().run()
 
 

@@ -24,6 +24,12 @@ from helpers.lessons import ray_session
 from helpers.measure.units import MiB
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def ctrl_c_reaches_it() -> None:
+    """preexec_fn: SIGINT back to its default in the child, so that Python turns it into
+    KeyboardInterrupt there even when this run inherited an ignored SIGINT (a shell's background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 ROW_KEYS = {"name", "size_bytes", "median_s", "spread", "iqr_s", "min_s", "max_s", "runs_s", "first_s",
             "ratio_to_warm_floor", "ratio_to_fresh_floor", "what", "peak_tree_pss_bytes", "peak_shm_bytes"}
 EXECUTOR_ROWS = {"stdlib_echo", "ours_first", "ours_warm", "ours_shared", "ours_plus_one"}
@@ -97,7 +103,7 @@ def test_ctrl_c_shuts_everything_down_and_exits_130(tmp_path):
     with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--suite", "transport", "--sizes", "1",
                            "--repeat", "50",
                            "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True) as process:
+                          text=True, start_new_session=True, preexec_fn=ctrl_c_reaches_it) as process:
         stderr: list[str] = []
         reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
         reader.start()
@@ -190,7 +196,7 @@ def test_ctrl_c_in_the_strategies_suite_shuts_everything_down_and_exits_130(tmp_
     with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--sizes", "4", "--strategies",
                            "shared_memory,manager", "--repeat", "200", "--out", str(out)], cwd=ROOT,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as process:
+                          start_new_session=True, preexec_fn=ctrl_c_reaches_it) as process:
         stderr: list[str] = []
         reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
         reader.start()
@@ -219,7 +225,7 @@ def test_ctrl_c_while_a_ray_strategy_runs_shuts_ray_down_and_exits_130(tmp_path)
     with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--sizes", "4", "--strategies",
                            "ray_object_store", "--repeat", "2000", "--out", str(out)], cwd=ROOT,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as process:
+                          start_new_session=True, preexec_fn=ctrl_c_reaches_it) as process:
         stderr: list[str] = []
         reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
         reader.start()

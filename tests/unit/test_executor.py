@@ -244,10 +244,16 @@ def test_constructor_arguments_pass_through():
         assert handle_of(executor.submit(workers.echo, small).result()) is not None
 
 
+def ctrl_c_reaches_it() -> None:
+    """preexec_fn: SIGINT back to its default in the child, so that Python turns it into
+    KeyboardInterrupt there even when this run inherited an ignored SIGINT (a shell's background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_script(body: str) -> subprocess.Popen:
     """Start ``body`` in a fresh interpreter (its own pid, so its segment names are its own)."""
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(body)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it)
 
 
 def segments_of(pid: int) -> list[str]:

@@ -35,7 +35,7 @@ SCRIPT_TIMEOUT = 240  # seconds: a Ray start-up (or a cluster's two) and the mea
 FACTS = "FACTS: "  # the line of the script's output that holds its JSON
 
 SCRIPT = textwrap.dedent('''
-    import json, os, sys, traceback
+    import json, os, sys, time, traceback
 
     import psutil
 
@@ -80,6 +80,11 @@ SCRIPT = textwrap.dedent('''
 
 
     def fan_out_memory(nodes):
+        # Ray frees the objects of the parts before this one asynchronously: wait until its store is
+        # empty, or one being freed while we put ours would hide ours in the store's accounting
+        deadline = time.monotonic() + 30
+        while ray_processes.store_bytes_used() and time.monotonic() < deadline:
+            time.sleep(0.1)
         array = ray_object_store.random_array(ARRAY_BYTES)
         # held long enough that both tasks overlap even when the second worker starts late
         by_reference, by_value = ray_object_store.compare_fan_out_memory(array, 2, hold_seconds=1.5)
