@@ -330,8 +330,12 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             nonlocal copied_bytes
             handle = handle_of(array)
             if handle is not None:
-                task.roots.setdefault(handle.name, root_of(array))
-                return ArrayRef(handle, bool(array.flags.writeable), counted=is_held_here(handle.name),
+                counted = is_held_here(handle.name)
+                if handle.name not in task.roots:
+                    root = task.roots[handle.name] = root_of(array)
+                    if counted:  # a pooled segment: results built on this root must hold it too
+                        hold_segment(handle.name, root)
+                return ArrayRef(handle, bool(array.flags.writeable), counted=counted,
                                 memmap=type(array) is np.memmap)
             ref = self._copy_into_pool(array, task.roots)
             if ref is None:

@@ -202,7 +202,8 @@ def view_on(root: np.ndarray, handle: ArrayHandle) -> np.ndarray:
 
 
 def root_of(array: np.ndarray) -> np.ndarray:
-    """Bytes of the whole mapping ``array`` views, kept alive by the same buffer export.
+    """Bytes of the whole mapping ``array`` views: a new export of the same buffer (so a holder
+    counted on ``array``'s export does not cover it: count the new root with ``hold_segment``).
 
     (NumPy collapses ``.base`` chains, so the bottom ndarray may be a view of any part; the
     buffer object below it spans the mapping from its first byte.)

@@ -110,3 +110,18 @@ def test_a_forked_child_holding_a_result_keeps_its_data():
         sender.close()
         assert lent_bytes_once_collected(executor) == 0  # the child let go when it exited
     assert child.exitcode == 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", METHODS)
+def test_a_result_passed_on_to_another_task_keeps_its_data_after_the_first_is_gone(method):
+    with SharedMemoryExecutor(1, mp.get_context(method)) as executor:
+        first = executor.submit(workers.echo, np.full(N_ITEMS, 1.0)).result()  # a view of a pooled segment
+        second = executor.submit(workers.echo, first).result()  # crosses as its handle: the same memory
+        del first
+        gc.collect()
+        for _ in range(2):  # same-size tasks that would reuse the segment if nobody held it
+            assert executor.submit(np.sum, np.full(N_ITEMS, 7.0)).result() == 7e6
+        assert (second == 1.0).all()
+        del second
+        assert lent_bytes_once_collected(executor) == 0  # and once nobody views it, it goes back
