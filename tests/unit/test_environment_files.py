@@ -1,5 +1,6 @@
 """The conda, Binder and pip environments pin the same packages at the same versions."""
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -34,9 +35,11 @@ def test_conda_environment_pins_what_pyproject_pins():
     assert _conda_pip_pins(ROOT / "environment.yml") == _pyproject_pins()
 
 
-def test_conda_environment_asks_for_python_3_11():
+def test_conda_environment_asks_for_the_newest_python_ci_tests():
+    tested = re.search(r"for version in ([\d. ]+);", (ROOT / ".ci" / "run").read_text()).group(1).split()
+    newest = max(tested, key=lambda version: tuple(int(part) for part in version.split(".")))
     environment = yaml.safe_load((ROOT / "environment.yml").read_text())
-    assert "python=3.11" in environment["dependencies"]
+    assert f"python={newest}" in environment["dependencies"]
 
 
 def test_binder_scripts_install_the_package_and_hand_over():
