@@ -17,6 +17,7 @@ import argparse
 import gc
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -216,11 +217,42 @@ def _run_suite(suite: str, sizes: list[int], names: list[str], args: argparse.Na
         return machine, run_transport(sizes, transport_args, bar)
 
 
-def _report(suite: str, doc: dict, out: Path, reference: dict | None) -> None:
-    """Write the document and its figure; print the table (and targets, comparison)."""
+def partial_paths(out: Path) -> tuple[Path, Path]:
+    """Where the JSON and the PNG of ``out`` are written before they take their names."""
+    return out.with_name(f".{out.stem}.partial.json"), out.with_name(f".{out.stem}.partial.png")
+
+
+def write_pair(out: Path, doc: dict, plot: Callable[[dict, Path], Path], written: list[Path]) -> Path:
+    """Write the document at ``out`` and its figure beside it (``.png``), both or neither: each is
+    written under a temporary name first, then both are renamed, and ``out`` appended to ``written``,
+    with Ctrl-C held back (a rename takes microseconds; a Ctrl-C meanwhile arrives right after).
+    Anything raised before the renames, Ctrl-C included, removes the temporary files. Returns the
+    figure's path."""
+    partial_json, partial_png = partial_paths(out)
+    figure = out.with_suffix(".png")
+    try:
+        report.write_document(partial_json, doc)
+        plot(doc, partial_png)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            os.replace(partial_png, figure)
+            os.replace(partial_json, out)
+            written.append(out)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    finally:
+        partial_json.unlink(missing_ok=True)
+        partial_png.unlink(missing_ok=True)
+    return figure
+
+
+def _report(suite: str, doc: dict, out: Path, reference: dict | None, written: list[Path]) -> None:
+    """Write the document and its figure (both or neither); print the table (and targets, comparison)."""
     suite_report = strategies_suite if suite == "strategies" else report
-    report.write_document(out, doc)
-    figure = suite_report.plot_document(doc, out.with_suffix(".png"), reference)
+    def plot(document: dict, path: Path) -> Path:
+        return suite_report.plot_document(document, path, reference)
+
+    figure = write_pair(out, doc, plot, written)
     print(suite_report.format_table(doc["rows"]))
     if doc["targets"]:
         print()
@@ -242,24 +274,34 @@ def main(argv: list[str] | None = None) -> int:
         checked = {suite: _check_input(args, suite) for suite in suites}
     except (BadInput, ValueError) as error:
         parser.error(str(error))
+    written: list[Path] = []
     for suite in suites:
-        sizes, names, reference = checked[suite]
         out = args.out or report.default_out_path(suite)
-        started = time.perf_counter()
         try:
-            machine, rows = _run_suite(suite, sizes, names, args)
+            _run_and_report(suite, checked[suite], out, args, argv, written)
         except KeyboardInterrupt:
             _clean_after_interrupt()
+            kept = ", ".join(str(path) for path in written)
+            said = f"kept what was written before: {kept} and their PNGs" if kept else "no results written"
             print("interrupted: every pool, manager and Ray instance shut down and every segment and temp "
-                  "file removed; no results written", file=sys.stderr)
+                  f"file removed; {said}", file=sys.stderr)
             return EXIT_INTERRUPTED
-        met = [] if suite == "strategies" else targets.check_targets(rows)
-        repeat = args.repeat or (strategies_suite.DEFAULT_REPEAT if suite == "strategies" else DEFAULT_REPEAT)
-        options = {"suite": suite, "sizes_bytes": sizes, "repeat": repeat, "workers": args.workers,
-                   "start_method": "per strategy" if suite == "strategies" else args.start_method,
-                   "argv": sys.argv[1:] if argv is None else list(argv)}
-        if suite == "strategies":
-            options["strategies"] = names
-        doc = report.document(suite, options, machine, rows, met, time.perf_counter() - started)
-        _report(suite, doc, out, reference)
     return 0
+
+
+def _run_and_report(suite: str, checked: tuple[list[int], list[str], dict | None], out: Path,
+                    args: argparse.Namespace, argv: list[str] | None, written: list[Path]) -> None:
+    """Run one suite, then write its JSON and PNG (both or neither; ``out`` joins ``written`` once
+    both are there) and print its table."""
+    sizes, names, reference = checked
+    started = time.perf_counter()
+    machine, rows = _run_suite(suite, sizes, names, args)
+    met = [] if suite == "strategies" else targets.check_targets(rows)
+    repeat = args.repeat or (strategies_suite.DEFAULT_REPEAT if suite == "strategies" else DEFAULT_REPEAT)
+    options = {"suite": suite, "sizes_bytes": sizes, "repeat": repeat, "workers": args.workers,
+               "start_method": "per strategy" if suite == "strategies" else args.start_method,
+               "argv": sys.argv[1:] if argv is None else list(argv)}
+    if suite == "strategies":
+        options["strategies"] = names
+    doc = report.document(suite, options, machine, rows, met, time.perf_counter() - started)
+    _report(suite, doc, out, reference, written)

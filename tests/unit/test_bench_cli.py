@@ -122,6 +122,48 @@ def test_ctrl_c_shuts_everything_down_and_exits_130(tmp_path):
     assert live_processes_in_group(process.pid) == []  # no worker, no tracker survives
 
 
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("when", ["json", "png"])
+def test_ctrl_c_while_the_report_is_written_exits_130_with_both_files_or_neither(tmp_path, when):
+    """Ctrl-C the moment the JSON (or the PNG) starts to be written: exit 130, no traceback, and the
+    JSON and its PNG are both there or both absent, with no temporary file left."""
+    out = tmp_path / "report.json"
+    watched = cli.partial_paths(out)[0 if when == "json" else 1]
+    with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--suite", "transport", "--sizes", "1",
+                           "--repeat", "1", "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True,
+                          preexec_fn=ctrl_c_reaches_it) as process:
+        deadline = time.monotonic() + 180
+        while not watched.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        with contextlib.suppress(ProcessLookupError):  # a run that already ended fails the checks below
+            os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith("interrupted:"), stderr
+    files = sorted(path.name for path in tmp_path.iterdir())
+    assert files in ([], ["report.json", "report.png"]), files
+    said_kept = "kept what was written before" in stderr
+    assert said_kept == bool(files), stderr
+
+
+def test_a_report_stopped_before_its_figure_leaves_neither_file_and_keeps_the_old_pair(tmp_path):
+    out = tmp_path / "run.json"
+    out.write_text("old json")
+    out.with_suffix(".png").write_text("old png")
+
+    def interrupted_plot(doc: dict, path: Path) -> Path:
+        path.write_text("half a figure")
+        raise KeyboardInterrupt
+
+    written: list[Path] = []
+    with pytest.raises(KeyboardInterrupt):
+        cli.write_pair(out, {"rows": []}, interrupted_plot, written)
+    assert written == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run.json", "run.png"]
+    assert out.read_text() == "old json" and out.with_suffix(".png").read_text() == "old png"
+
+
 def live_processes_in_group(pgid: int, wait: float = 10) -> list[str]:
     """Command lines of the group's processes still running (zombies, waiting for init to reap
     them, do not count) after waiting up to ``wait`` seconds for them to leave."""
