@@ -38,6 +38,7 @@ import mmap
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from multiprocessing import resource_tracker, util
 
 import numpy as np
@@ -69,6 +70,8 @@ _exit_hook_pid = 0
 # Held while a thread holds a segment's flock, and across fork(): a child must not inherit a lock
 # that a thread of its parent holds through a descriptor the child also inherited.
 _flock_guard = threading.Lock()
+_counting = threading.local()  # .inside: this thread is in count_holders (it holds or wants the guard)
+_deferred: list[tuple[Callable, tuple]] = []  # releases a finalizer asked for while its thread counted
 
 
 def set_pool(pool: SegmentPool | None) -> None:
@@ -120,23 +123,42 @@ def count_holders(name: str, header: np.ndarray, delta: int) -> int | None:
     """Add ``delta`` to the holders of lent segment ``name`` (``header``: its first bytes, uint8)
     under an exclusive flock; return the new count, or None if the segment is gone."""
     holders = header[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)
-    # Nothing below allocates a container object, so the cyclic GC (which could run a release
-    # finalizer wanting these same locks from this thread) cannot start while they are held.
-    with _flock_guard:
-        try:
-            fd = open_existing(name)
-        except FileNotFoundError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            holders[0] += delta
-            return int(holders[0])
-        finally:
-            os.close(fd)  # the only fd of this open file: closing it releases the lock
+    # Anything that allocates in here may start the cyclic GC, which may run a release finalizer
+    # on this thread: that one must not wait for the locks this thread holds (it would wait forever),
+    # so it queues itself (release_later) and runs right after they are let go.
+    _counting.inside = True
+    try:
+        with _flock_guard:
+            try:
+                fd = open_existing(name)
+            except FileNotFoundError:
+                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                holders[0] += delta
+                return int(holders[0])
+            finally:
+                os.close(fd)  # the only fd of this open file: closing it releases the lock
+    finally:
+        _counting.inside = False
+        while _deferred:
+            release, args = _deferred.pop()
+            release(*args)
+
+
+def release_later(release: Callable, *args) -> bool:
+    """True, with ``release(*args)`` queued, when this thread is inside ``count_holders`` (a finalizer
+    the GC ran there); it then runs as soon as ``count_holders`` has let its locks go."""
+    if getattr(_counting, "inside", False):
+        _deferred.append((release, args))
+        return True
+    return False
 
 
 def _release(token: int, name: str, header: np.ndarray) -> None:
     """A reception's views are all gone: take its holder off; the last one returns the segment."""
+    if release_later(_release, token, name, header):
+        return
     _HELD.pop(token, None)
     if count_holders(name, header, -1) == 0:
         mark_returned(header)

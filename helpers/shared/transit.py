@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from helpers.shared._segments import Mapping, bottom_of, check_room, contiguous_strides, mapping_under, unlink
-from helpers.shared.lent_segments import HOLDERS_OFFSET, count_holders
+from helpers.shared.lent_segments import HOLDERS_OFFSET, count_holders, release_later
 from helpers.shared.room import available_memory, shm_free
 from helpers.shared.segment_pool import HEADER_BYTES, mark_returned
 from helpers.shared.shm import ArrayHandle, handle_of
@@ -272,6 +272,8 @@ def _release_hold(token: int, name: str, header: np.ndarray, pid: int) -> None:
     Only in the process that counted it: a forked child whose copy of a parent's view dies before
     the child counted it (fork frees other threads' frames) must not take the parent's holder off.
     """
+    if release_later(_release_hold, token, name, header, pid):
+        return
     _HOLDS.pop(token, None)
     if pid == os.getpid() and count_holders(name, header, -1) == 0:
         mark_returned(header)

@@ -1,0 +1,55 @@
+"""A release finalizer that the cyclic GC runs while its own thread counts holders must not deadlock.
+
+``count_holders`` takes a process-wide lock and the segment's flock; anything it allocates may start
+the GC, which may free an array received through shared memory and run its release finalizer on the
+same thread, which wants the same lock. The program below lands the collection inside the lock by
+trying every small GC threshold; before the fix it hung at a threshold of 4.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+PROGRAM = """
+    import gc
+    import numpy as np
+    from multiprocessing.reduction import ForkingPickler
+    from helpers.shared import lent_segments, reducers
+    from helpers.shared._segments import mapping_under
+    from helpers.shared.shm import handle_of
+
+    with reducers.sharing_arrays("shared_memory"):
+        keeper = ForkingPickler.loads(ForkingPickler.dumps(np.ones(300_000)))
+        name = handle_of(keeper).name
+        header = np.frombuffer(mapping_under(keeper), np.uint8, count=64)
+        released = 0
+        for threshold in range(2, 40):
+            received = ForkingPickler.loads(ForkingPickler.dumps(np.ones(300_000)))
+            held_before = len(lent_segments._HELD)
+            gc.collect()
+            gc.disable()
+            cycle = [received]
+            cycle.append(cycle)  # only the collector can free it, and its finalizer with it
+            del received, cycle
+            gc.set_threshold(threshold)
+            gc.enable()
+            lent_segments.count_holders(name, header, 0)
+            gc.set_threshold(700, 10, 10)
+            gc.collect()
+            released += len(lent_segments._HELD) == held_before - 1
+        del keeper
+    print("released", released)
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_finalizer_run_by_the_collector_inside_the_count_does_not_deadlock():
+    finished = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM)], capture_output=True,
+                              text=True, timeout=60)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.split() == ["released", "38"], finished.stdout + finished.stderr
+    assert "Exception ignored" not in finished.stderr, finished.stderr
