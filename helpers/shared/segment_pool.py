@@ -15,12 +15,15 @@ allocated and mapped in this process, so the next copy into one costs what a war
   and ``make_room(n_bytes)`` unlinks them until ``n_bytes`` are free (for a segment someone else
   is about to create, e.g. a worker's result).
 - ``close()`` unlinks every segment; the owner is registered with ``multiprocessing``'s resource
-  tracker, so even a killed owner's segments are unlinked when its tracker exits.
+  tracker, so even a killed owner's segments are unlinked when its tracker exits. Only the process
+  that made the pool unlinks: in a child forked from it (whose exit runs the inherited finalizers)
+  ``close()`` just forgets the segments, which stay the parent's.
 """
 
 from __future__ import annotations
 
 import mmap
+import os
 import threading
 from collections import OrderedDict, deque
 
@@ -103,6 +106,7 @@ class SegmentPool:
         self._lent: dict[str, Lease] = {}
         self._given_back: deque[Lease] = deque()  # filled without the lock: finalizers may run anywhere
         self._closed = False
+        self._maker_pid = os.getpid()
         self.created = 0
         self.reused = 0
 
@@ -169,13 +173,16 @@ class SegmentPool:
         self._given_back.append(lease)
 
     def close(self) -> None:
-        """Unlink every segment; lent ones stay readable to whoever still maps them."""
+        """Unlink every segment; lent ones stay readable to whoever still maps them. In a forked
+        child, forget them instead: they are the parent's."""
         with self._lock:
             self._closed = True
             self._given_back.clear()
             leases = [*self._idle.values(), *self._lent.values()]
             self._idle.clear()
             self._lent.clear()
+        if os.getpid() != self._maker_pid:
+            return
         for lease in leases:
             _destroy(lease)
 

@@ -398,3 +398,40 @@ def test_submit_racing_shutdown_from_another_thread_completes_or_is_refused():
     outcomes = collections.Counter(_race_submit_against_shutdown(array, rng) for _ in range(RACE_ROUNDS))
     assert set(outcomes) <= {"ok", "refused"}, outcomes
     assert wait_until_gone(os.getpid()) == []
+
+
+FORK_CHILD_EXITS = """
+    import os, sys
+    import multiprocessing as mp
+    import numpy as np
+    from helpers.lessons import workers
+    from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
+    from helpers.shared.executor import SharedMemoryExecutor
+
+    def ours():
+        return sorted(name for name in os.listdir(SHM_DIR) if name.startswith(SEGMENT_PREFIX))
+
+    if __name__ == "__main__":
+        with SharedMemoryExecutor(1, mp.get_context("forkserver")) as executor:
+            assert executor.submit(workers.sum_array, np.ones(1_000_000)).result() == 1e6
+            before = ours()
+            child = os.fork()
+            if child == 0:
+                sys.exit(0)  # a normal exit: the inherited finalizers run here
+            os.waitpid(child, 0)
+            after = ours()
+            print(len(before), before == after)
+            assert executor.submit(workers.sum_array, np.ones(1_000_000)).result() == 1e6
+        print("left", ours())
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_forked_child_that_exits_normally_leaves_the_parents_pooled_segments_alone(tmp_path):
+    program = tmp_path / "fork_child_exits.py"
+    program.write_text(textwrap.dedent(FORK_CHILD_EXITS))
+    finished = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=90,
+                              cwd=os.getcwd())
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.split("\n")[:2] == ["1 True", "left []"], finished.stdout + finished.stderr
+    assert "KeyError" not in finished.stderr, finished.stderr
