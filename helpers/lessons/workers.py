@@ -19,6 +19,7 @@ from multiprocessing import shared_memory
 import numpy as np
 
 from helpers.shared.shm import attach
+from helpers.shared.transit import pack_result
 
 PAGE = mmap.PAGESIZE
 
@@ -153,6 +154,14 @@ def sleep_then_echo(seconds: float, value):
 def kill_this_worker(_=None) -> None:
     """SIGKILL the process running this task (a crashed worker, for tests)."""
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def pack_result_later(seconds: float, result_name: str, n_items: int) -> None:
+    """Wait ``seconds``, then do what an executor worker does with a big result: write
+    ``n_items`` float64 ones into a new segment named ``result_name`` (a worker still busy when
+    its pool broke, for tests)."""
+    time.sleep(seconds)
+    pack_result(np.ones(n_items), result_name, min_bytes=1)
 
 
 def fill_in_place(array: np.ndarray, value) -> None:

@@ -52,6 +52,7 @@ import traceback
 import warnings
 import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import resource_tracker
 
 import numpy as np
@@ -125,6 +126,16 @@ class _Task:
         self.call = None
         if not self.adopted and (SHM_DIR / self.result_name).exists():
             _release_result_segment(self.result_name)  # the task failed after writing its result
+
+
+def _unlink_when_gone(result_name: str, worker_pids: list[int], wait_seconds: float = 60) -> None:
+    """Wait (up to ``wait_seconds``) until none of ``worker_pids`` runs, then unlink ``result_name``
+    if a worker made it after all (the resource tracker would only do so when the program ends)."""
+    deadline = time.monotonic() + wait_seconds
+    while any(process_alive(pid) for pid in worker_pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if (SHM_DIR / result_name).exists():
+        _release_result_segment(result_name)
 
 
 def _release_result_segment(name: str) -> None:
@@ -290,35 +301,49 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
 
     def _settle(self, outer: _SharedFuture, inner: Future, task: _Task) -> None:
         """Done callback (any thread): unpack the result, release the task's segments, and only
-        then settle the caller's future (so a caller that submits again finds them back in the pool)."""
+        then settle the caller's future (so a caller that submits again finds them back in the pool).
+        Whatever goes wrong here settles the caller's future with that error: it is never left pending."""
         value = error = None
         try:
             if not inner.cancelled():
                 error = inner.exception()
+                if error is not None and error.__traceback__ is not None:
+                    # An error raised while the call was pickled (e.g. MemoryError from /dev/shm)
+                    # carries the queue feeder's frames, which would keep the call queue and its
+                    # semaphores alive for as long as the caller keeps the error; its text
+                    # survives in __cause__. Errors raised here below keep their traceback.
+                    error = error.with_traceback(None)
                 if error is None:
                     packed = inner.result()
                     self._fallbacks.add(packed.fallbacks)
                     outer.pickled_arrays += packed.fallbacks
                     value = self._unpack(packed, task)
         except BaseException as unpack_error:
-            error = unpack_error
-        finally:
+            error, value = unpack_error, None
+        try:
             outer.pickled_arrays += task.fallbacks
+            if isinstance(error, BrokenProcessPool) and not task.adopted:
+                self._unlink_late_result(task.result_name)
             task.finish()
+        except BaseException as release_error:
+            error, value = error or release_error, None
+        finally:
             self._task_over()
-        outer._inner = None  # break the cycle outer -> inner -> callback -> outer (it holds the result)
-        if error is not None and error.__traceback__ is not None:
-            # An error raised while the call was pickled (e.g. MemoryError from /dev/shm) carries
-            # the queue feeder's frames, which would keep the call queue and its semaphores alive
-            # for as long as the caller keeps the error; its text survives in __cause__.
-            error = error.with_traceback(None)
-        if inner.cancelled():
-            Future.cancel(outer)
-            outer.set_running_or_notify_cancel()
-        elif error is not None:
-            outer.set_exception(error)
-        else:
-            outer.set_result(value)
+            outer._inner = None  # break the cycle outer -> inner -> callback -> outer (it holds the result)
+            if inner.cancelled():
+                Future.cancel(outer)
+                outer.set_running_or_notify_cancel()
+            elif error is not None:
+                outer.set_exception(error)
+            else:
+                outer.set_result(value)
+
+    def _unlink_late_result(self, result_name: str) -> None:
+        """The pool broke while this task ran: a worker the stdlib has not stopped yet (or that
+        outlives its SIGTERM) may still write the result segment. Unlink it once every worker is gone."""
+        worker_pids = list((self._processes or {}).keys())
+        threading.Thread(target=_unlink_when_gone, args=(result_name, worker_pids),
+                         name="unlink-late-result", daemon=True).start()
 
     def _pack(self, call: tuple, task: _Task) -> Packed:
         """Pickle ``call`` with big arrays as handles: shared ones as they are, private ones copied
