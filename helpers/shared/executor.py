@@ -280,7 +280,11 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             self._task_over()
             raise
         outer = _SharedFuture(inner, self._fallbacks)
-        inner.add_done_callback(lambda done: self._settle(outer, done, task))
+        # The stdlib may keep ``inner`` and its callbacks after shutdown (Python 3.11 keeps every
+        # work item of shutdown(cancel_futures=True)), so the callback lets go of the caller's
+        # future, and with it the result's segments, as soon as it has run.
+        unsettled = [(outer, task)]
+        inner.add_done_callback(lambda done: self._settle(*unsettled.pop(), done))
         return outer
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -299,7 +303,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         if close:
             self._close_pool()
 
-    def _settle(self, outer: _SharedFuture, inner: Future, task: _Task) -> None:
+    def _settle(self, outer: _SharedFuture, task: _Task, inner: Future) -> None:
         """Done callback (any thread): unpack the result, release the task's segments, and only
         then settle the caller's future (so a caller that submits again finds them back in the pool).
         Whatever goes wrong here settles the caller's future with that error: it is never left pending."""
