@@ -6,7 +6,8 @@ and ``helpers.shared.room`` works without NumPy. The reference is the README's "
 library" section.
 
 - ``SharedNDArray`` (``create``, ``copy_of``, ``.array``, ``.handle``, ``close``, ``unlink``),
-  ``attach(handle)``, ``handle_of(array)``, ``sweep()``: an array in a named segment (``shm``).
+  ``attach(handle)``, ``handle_of(array)``, ``sweep()``: an array in a named segment (``shm``);
+  ``sweep()`` also removes the semaphores of a killed pool.
 - ``SharedMemoryExecutor``: a drop-in ``ProcessPoolExecutor`` whose big arrays cross as handles
   to pooled shared memory (``executor``).
 - ``share_arrays``, ``sharing_arrays``, ``stop_sharing_arrays``, ...: ndarray reductions on

@@ -13,6 +13,7 @@ our prefix and the creator's pid, so ``sweep()`` can remove what a killed owner 
 from __future__ import annotations
 
 import mmap
+import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -225,12 +226,21 @@ def handle_of(array: np.ndarray) -> ArrayHandle | None:
     return ArrayHandle(name, tuple(array.shape), array.dtype, tuple(array.strides), offset)
 
 
-def sweep(everything: bool = False) -> list[str]:
-    """Remove our segments whose creating process is dead (all of ours if ``everything``).
+MP_SEMAPHORE_PREFIX = "sem.mp-"  # multiprocessing's named semaphores (queues, locks), spawn and forkserver
 
-    Returns the names removed. Use it after a crash: a SIGKILLed owner cannot unlink. A segment
-    this user may not remove (another user's, in a shared sticky /dev/shm) is skipped, and one
-    ``RuntimeWarning`` names every segment skipped so.
+
+def sweep(everything: bool = False) -> list[str]:
+    """Remove our segments whose creating process is dead (all of ours if ``everything``), and
+    ``multiprocessing``'s named semaphores that no process has open any more.
+
+    Returns the names removed. Use it after a crash: a SIGKILLed owner cannot unlink, and when the
+    whole program was killed, its resource tracker (which would have unlinked both) died with it.
+    Under spawn and forkserver every queue and lock of a pool is a ``sem.mp-*`` file in /dev/shm
+    with no owner in its name; one of this user's is an orphan when no process maps it
+    (``/proc/*/maps``). A process whose maps this user may not read is not one of a pool's (those
+    run as this user and are readable to it) and is not looked at. A file this user may not remove
+    (another user's, in a shared sticky /dev/shm) is skipped, and one ``RuntimeWarning`` names every
+    file skipped so.
     """
     removed, not_allowed = [], []
     for name in segment_names():
@@ -242,7 +252,56 @@ def sweep(everything: bool = False) -> list[str]:
                 removed.append(name)
         except PermissionError:
             not_allowed.append(name)
+    for name in orphaned_semaphores():
+        try:
+            (SHM_DIR / name).unlink()
+            removed.append(name)
+        except FileNotFoundError:
+            pass
+        except PermissionError:
+            not_allowed.append(name)
     if not_allowed:
-        warnings.warn(f"sweep() may not remove {len(not_allowed)} segment(s) of another user, left in "
+        warnings.warn(f"sweep() may not remove {len(not_allowed)} file(s) of another user, left in "
                       f"place: {', '.join(not_allowed)}", RuntimeWarning, stacklevel=2)
     return removed
+
+
+def orphaned_semaphores() -> list[str]:
+    """Names of this user's ``multiprocessing`` semaphores in /dev/shm that no process maps (empty
+    where /proc cannot tell)."""
+    candidates = {}
+    for path in SHM_DIR.glob(MP_SEMAPHORE_PREFIX + "*"):
+        try:
+            found = path.stat()
+        except FileNotFoundError:
+            continue
+        if found.st_uid == os.geteuid():
+            candidates[path.name] = (os.major(found.st_dev), os.minor(found.st_dev), found.st_ino)
+    if not candidates:
+        return []
+    mapped = _files_mapped_by_readable_processes()
+    if mapped is None:
+        return []
+    return sorted(name for name, file_id in candidates.items() if file_id not in mapped)
+
+
+def _files_mapped_by_readable_processes() -> set[tuple[int, int, int]] | None:
+    """(device major, minor, inode) of every file mapped now by a process whose ``/proc/<pid>/maps``
+    this user may read; None where there is no /proc. Inodes, not paths: glibc maps a new
+    semaphore under a temporary name, then renames it, so its path in the maps is not its name."""
+    try:
+        pids = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()]
+    except FileNotFoundError:
+        return None
+    mapped: set[tuple[int, int, int]] = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                for line in maps:
+                    fields = line.split(None, 5)  # address, perms, offset, dev, inode, path
+                    if len(fields) == 6 and fields[4] != "0":
+                        major, minor = fields[3].split(":")
+                        mapped.add((int(major, 16), int(minor, 16), int(fields[4])))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue  # it ended meanwhile, or it is not this user's to read
+    return mapped

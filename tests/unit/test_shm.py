@@ -1,5 +1,6 @@
 """helpers.shared.shm.SharedNDArray with real processes, real segments and a real small tmpfs."""
 
+import gc
 import multiprocessing as mp
 import os
 import pickle
@@ -361,3 +362,15 @@ def test_ctrl_c_while_a_big_segment_is_reserved_removes_it():
     result = _run_python(INTERRUPT_A_BIG_CREATE, str(BIG_CREATE_BYTES), str(ALARM_SECONDS))
     assert result.stdout.splitlines() == ["KeyboardInterrupt", "left: []"], result.stderr
     assert result.stderr == "", f"the child or its resource tracker printed: {result.stderr}"
+
+
+def test_sweep_spares_multiprocessing_semaphores_a_live_process_maps():
+    lock = mp.get_context("spawn").Lock()  # a named semaphore in /dev/shm while the lock lives
+    name = "sem." + lock._semlock.name.lstrip("/")
+    try:
+        assert (SHM_DIR / name).exists()
+        assert name not in sweep() and (SHM_DIR / name).exists()
+    finally:
+        del lock
+        gc.collect()
+    assert not (SHM_DIR / name).exists()
