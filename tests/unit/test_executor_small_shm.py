@@ -8,17 +8,8 @@ RuntimeWarning. The stdlib runs the same sequences first, so each one is known t
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import textwrap
-
 import pytest
-
-UNSHARE = shutil.which("unshare")
-needs_private_tmpfs = pytest.mark.skipif(UNSHARE is None or os.geteuid() != 0,
-                                         reason="needs root and unshare for a private tmpfs")
+from private_shm import needs_private_tmpfs, run_in_64_mib_dev_shm
 
 PROGRAM = """
     import multiprocessing as mp, os, sys, warnings
@@ -55,13 +46,6 @@ PROGRAM = """
         print("warnings:", [(w.category.__name__, "pickled_fallbacks" in str(w.message)) for w in caught])
         print("left:", os.listdir("/dev/shm"))
 """
-
-
-def run_in_64_mib_dev_shm(code: str, *args: str) -> subprocess.CompletedProcess:
-    """Run Python ``code`` with ``args`` in a private mount namespace whose /dev/shm is a 64 MiB tmpfs."""
-    script = f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {sys.executable} -c \"$0\" \"$@\""
-    return subprocess.run([UNSHARE, "--mount", "sh", "-c", script, textwrap.dedent(code), *args],
-                          capture_output=True, text=True, timeout=150)
 
 
 @needs_private_tmpfs
