@@ -1,7 +1,11 @@
 """The issue's performance targets, checked against benchmark rows (``helpers.bench.transport_suite``).
 
 - the executor's warm round trip of an array not yet shared: at most 2x floor (a) (one copy into
-  warm memory) at 100 MiB and up;
+  warm memory) at 10 MiB and up; and, since at 10 MiB floor (a) is under a millisecond, the same
+  with the stdlib's own fixed cost of a round trip (``stdlib_tiny``: echo of an int, no array)
+  taken off first: what ours adds beyond that fixed cost is at most 2x floor (a). Where the first
+  misses and the second holds, what remains is the stdlib's queue machinery (a feeder thread, a
+  pipe each way, a result thread, thread wake-ups), which a drop-in cannot go below;
 - every executor round trip, the first call included: at most 1.2x floor (b) (one copy into a
   new shared-memory segment), at every size measured;
 - the torch-free reduction's first share with warm segments (its median; the very first call is
@@ -16,7 +20,7 @@ from helpers.measure.units import MiB
 
 # (row, floor, from this size on, limit on the row's median over that floor's median)
 RATIO_TARGETS = (
-    ("ours_warm", "warm", 100 * MiB, 2.0),
+    ("ours_warm", "warm", 10 * MiB, 2.0),
     ("ours_warm", "fresh_shm", 0, 1.2),
     ("ours_first", "fresh_shm", 0, 1.2),
     ("reducer_shared_memory_local", "warm", 100 * MiB, 2.0),
@@ -24,6 +28,8 @@ RATIO_TARGETS = (
 )
 ALREADY_SHARED_ROWS = ("ours_shared", "reducer_torch_shared_local", "reducer_torch_shared_remote",
                        "reducer_shared_memory_shared_local", "reducer_shared_memory_shared_remote")
+# (row, row whose median is taken off first, floor, from this size on, limit)
+BEYOND_FIXED_TARGETS = (("ours_warm", "stdlib_tiny", "warm", 10 * MiB, 2.0),)
 SHARED_LIMIT_S = 2e-3
 SHARED_GROWTH_LIMIT = 3.0
 
@@ -44,6 +50,13 @@ def check_targets(rows: list[dict]) -> list[dict]:
             if row_name == name and n_bytes >= min_bytes and floor_row is not None:
                 checks.append(_check(f"{name} <= {limit:g}x floor_{floor}", n_bytes,
                                      row["median_s"] / floor_row["median_s"], limit, inclusive=True))
+    for name, fixed, floor, min_bytes, limit in BEYOND_FIXED_TARGETS:
+        for (row_name, n_bytes), row in sorted(found.items(), key=lambda item: item[0][1]):
+            fixed_row, floor_row = found.get((fixed, n_bytes)), found.get((f"floor_{floor}", n_bytes))
+            if row_name == name and n_bytes >= min_bytes and fixed_row is not None and floor_row is not None:
+                beyond = (row["median_s"] - fixed_row["median_s"]) / floor_row["median_s"]
+                checks.append(_check(f"{name} - {fixed} <= {limit:g}x floor_{floor}", n_bytes, beyond, limit,
+                                     inclusive=True))
     for name in ALREADY_SHARED_ROWS:
         medians = sorted((n_bytes, row["median_s"]) for (row_name, n_bytes), row in found.items()
                          if row_name == name)

@@ -114,18 +114,22 @@ def _executor(kind: type[ProcessPoolExecutor], n_workers: int, context) -> Proce
 
 
 def _warm_row(kind: type[ProcessPoolExecutor], name: str, fn: Callable, source: np.ndarray, shared: bool,
-              floors: dict[str, Timing], repeat: int, n_workers: int, context, what: str) -> dict:
+              floors: dict[str, Timing], repeat: int, n_workers: int, context, what: str,
+              tiny: bool = False) -> dict:
     """Round trips of ``fn(array)`` on a started, warmed executor, after one warm-up call per worker
     (a worker's first call with a big array costs more); ``shared``: the array is first put in a
-    SharedNDArray (not timed). From LARGE_BYTES on, the stdlib runs at most STDLIB_LARGE_REPEAT
-    times with no warm-up run (one run of 1000 MiB takes seconds)."""
-    large = kind is ProcessPoolExecutor and source.nbytes >= LARGE_BYTES
+    SharedNDArray (not timed); ``tiny``: ``fn(0)`` instead, no array (the pool's fixed cost; the row
+    keeps the source's size, to sit beside the floors of that size). From LARGE_BYTES on, the
+    stdlib runs at most STDLIB_LARGE_REPEAT times with no warm-up run (one run of 1000 MiB takes
+    seconds)."""
+    large = kind is ProcessPoolExecutor and source.nbytes >= LARGE_BYTES and not tiny
     runs, warmup = (min(repeat, STDLIB_LARGE_REPEAT), 0) if large else (repeat, n_workers)
     with _executor(kind, n_workers, context) as executor, contextlib.ExitStack() as stack:
         start_workers(executor, n_workers)
         array = stack.enter_context(SharedNDArray.copy_of(source)).array if shared else source
-        timing, first = time_with_first(_round_trip(executor, fn, array), runs, warmup)
-        del array
+        argument = 0 if tiny else array
+        timing, first = time_with_first(_round_trip(executor, fn, argument), runs, warmup)
+        del array, argument
     return make_row(name, source.nbytes, timing, floors, first_s=first, what=what)
 
 
@@ -148,6 +152,13 @@ def executor_measurements(source: np.ndarray, floors: dict[str, Timing], *, repe
         ("ours shared", lambda: _warm_row(SharedMemoryExecutor, "ours_shared", workers.echo, source, True,
                                           *args, what="echo of an array already in a SharedNDArray: a "
                                                       "handle both ways, no copy")),
+        ("ours tiny", lambda: _warm_row(
+            SharedMemoryExecutor, "ours_tiny", workers.echo, source, False, *args, tiny=True, what=(
+                "echo of the int 0, no array: the fixed cost of one round trip through the pool"))),
+        ("stdlib tiny", lambda: _warm_row(
+            ProcessPoolExecutor, "stdlib_tiny", workers.echo, source, False, *args, tiny=True, what=(
+                "ProcessPoolExecutor, echo of the int 0: the stdlib's own fixed cost of a round trip "
+                "(feeder thread, pipe, worker, result thread, future), which ours cannot go below"))),
         ("ours plus_one", lambda: _warm_row(
             SharedMemoryExecutor, "ours_plus_one", workers.plus_one, source, False, *args, what=(
                 "plus_one, a same-size new result: warm copy in, the worker's array + 1 (its own fresh "
