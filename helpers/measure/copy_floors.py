@@ -69,13 +69,14 @@ def new_segment_copy(source: np.ndarray) -> tuple[float, float]:
         segment = mmap.mmap(fd, max(source.nbytes, 1))
     finally:
         os.close(fd)
+    target = None
     try:
         target = np.frombuffer(segment, dtype=source.dtype, count=source.size).reshape(source.shape)
         copy_start = time.perf_counter()
         np.copyto(target, source)
         end = time.perf_counter()
-        del target
     finally:
+        target = None  # the view goes first: closing a map still viewed raises BufferError, hiding a Ctrl-C
         segment.close()
     return end - copy_start, end - start
 
@@ -89,12 +90,15 @@ def fresh_pages_copy(source: np.ndarray, repeat: int = 5) -> Timing:
     runs = []
     for _ in range(repeat + 1):
         region = mmap.mmap(-1, max(source.nbytes, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        target = np.frombuffer(region, dtype=source.dtype, count=source.size).reshape(source.shape)
-        start = time.perf_counter()
-        np.copyto(target, source)
-        runs.append(time.perf_counter() - start)
-        del target
-        region.close()
+        target = None
+        try:
+            target = np.frombuffer(region, dtype=source.dtype, count=source.size).reshape(source.shape)
+            start = time.perf_counter()
+            np.copyto(target, source)
+            runs.append(time.perf_counter() - start)
+        finally:
+            target = None  # before close, as in new_segment_copy
+            region.close()
     return Timing(tuple(runs[1:]))
 
 

@@ -240,7 +240,8 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
 
     ``min_shared_bytes``: arrays smaller than this are pickled as usual (default 1 MiB).
     ``pool_bytes``: how many bytes of idle, warm segments to keep for reuse (default: half
-    of what /dev/shm and RAM can spare now); 0 frees every segment right after its task.
+    of what /dev/shm and RAM can spare now); 0 keeps none: a segment back from its task is
+    unlinked when the pool next looks (the next call, ``segment_pool.collect()``, or shutdown).
     ``pickled_fallbacks``: how many big arrays were pickled because /dev/shm had no room.
     """
 

@@ -1,6 +1,7 @@
 """helpers.measure.copy_floors: the one definition of floors (a) and (b), timed for real."""
 
 import numpy as np
+import pytest
 
 from helpers.measure import copy_floors
 from helpers.measure.units import MiB
@@ -35,3 +36,17 @@ def test_fresh_private_pages_and_warm_copy_of_any_shape_and_empty_arrays():
     for source in (np.ones((3, 5)), np.ones(0)):
         assert copy_floors.new_segment_copy(source)[0] >= 0
         assert len(copy_floors.fresh_pages_copy(source, repeat=1).runs) == 1
+
+
+class _InterruptedSource:
+    """Looks like a 10-item float64 array; reading it raises KeyboardInterrupt (Ctrl-C mid-copy)."""
+    nbytes, dtype, size, shape = 80, np.dtype(np.float64), 10, (10,)
+
+    def __array__(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("floor", ["new_segment_copy", "fresh_pages_copy"])
+def test_ctrl_c_during_a_floor_copy_is_a_keyboard_interrupt_not_a_buffer_error(floor):
+    with pytest.raises(KeyboardInterrupt):
+        getattr(copy_floors, floor)(_InterruptedSource())
