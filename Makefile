@@ -51,8 +51,9 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check helpers tests tools
 	$(BIN)/python -m tools.check_layers
 
+# UNIT_ARGS: more pytest arguments (.ci/run leaves the fault matrix to the default Python's run)
 unit: $(INSTALLED)
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest tests/unit $(UNIT_ARGS)
 
 # The performance targets of the executor and the reductions at 100 MiB (about 15 s);
 # LAB_BENCH_LARGE=1 adds 1000 MiB.

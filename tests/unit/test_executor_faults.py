@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from private_shm import needs_private_tmpfs, run_in_private_dev_shm
 
+pytestmark = pytest.mark.fault_matrix  # .ci/run: the default Python runs it; the others skip it for time
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 

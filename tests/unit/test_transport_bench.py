@@ -71,7 +71,8 @@ def test_warm_floor_target_starts_at_10_mib():
 def test_what_ours_adds_beyond_the_stdlibs_fixed_cost_is_checked_from_10_mib():
     size = 10 * MiB
     rows = [_row("floor_warm", size, 0.0007), _row("ours_warm", size, 0.0017),
-            _row("stdlib_tiny", size, 0.0003), _row("ours_warm", MiB, 0.0005), _row("stdlib_tiny", MiB, 0.0003)]
+            _row("stdlib_tiny", size, 0.0003),
+            _row("ours_warm", MiB, 0.0005), _row("stdlib_tiny", MiB, 0.0003)]
     checks = {(c["target"], c["size_bytes"]): c for c in targets.check_targets(rows)}
     beyond = checks[("ours_warm - stdlib_tiny <= 2x floor_warm", size)]
     assert beyond["value"] == pytest.approx(2.0) and beyond["holds"]
