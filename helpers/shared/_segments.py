@@ -14,6 +14,7 @@ import secrets
 import stat
 import sys
 import weakref
+from multiprocessing import util
 
 try:
     import _posixshmem  # CPython's shm_open/shm_unlink; absent where there is no POSIX shared memory
@@ -244,3 +245,21 @@ def segment_names() -> list[str]:
         return sorted(name for name in os.listdir(SHM_DIR) if name.startswith(SEGMENT_PREFIX))
     except OSError:
         return []
+
+
+class ExitHook:
+    """``callback`` run once when this process exits, also in a child that leaves through
+    ``os._exit`` (no ``atexit``): a ``multiprocessing.util`` exit hook, made again in a forked
+    child (which must not trust the one it inherited: multiprocessing clears a child's hooks)."""
+
+    def __init__(self, callback, exitpriority: int):
+        self._callback = callback
+        self._exitpriority = exitpriority
+        self._hook: util.Finalize | None = None
+        self._pid = 0
+
+    def ensure(self) -> None:
+        """Make sure the hook is in place in this process."""
+        if self._hook is None or not self._hook.still_active() or self._pid != os.getpid():
+            self._hook = util.Finalize(None, self._callback, exitpriority=self._exitpriority)
+            self._pid = os.getpid()

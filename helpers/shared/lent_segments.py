@@ -44,6 +44,7 @@ from multiprocessing import resource_tracker, util
 import numpy as np
 
 from helpers.shared._segments import (
+    ExitHook,
     Mapping,
     creator_pid,
     mapping_under,
@@ -65,8 +66,6 @@ _HELD: dict[int, weakref.finalize] = {}  # receptions of lent segments still ali
 _LENDERS: set[int] = set()  # pids of the other processes this one received lent segments from
 _tokens = itertools.count()
 _pool: SegmentPool | None = None  # set by helpers.shared.reducers while the torch-free way is active
-_exit_hook: util.Finalize | None = None
-_exit_hook_pid = 0
 # Held while a thread holds a segment's flock, and across fork(): a child must not inherit a lock
 # that a thread of its parent holds through a descriptor the child also inherited.
 _flock_guard = threading.Lock()
@@ -78,7 +77,7 @@ def set_pool(pool: SegmentPool | None) -> None:
     """Lend from ``pool`` (None: this process lends nothing); make sure exit hooks are in place."""
     global _pool
     _pool = pool
-    _ensure_exit_hook()
+    _exit_hook.ensure()
 
 
 def current_pool() -> SegmentPool | None:
@@ -241,7 +240,7 @@ def rebuild_from_segment(handle: ArrayHandle, lent: bool, writeable: bool) -> np
             _LENDERS.add(lender)
         token = next(_tokens)
         _HELD[token] = weakref.finalize(root.base, _release, token, handle.name, _header(segment_map))
-        _ensure_exit_hook()
+        _exit_hook.ensure()
     array = np.ndarray(handle.shape, handle.dtype, buffer=root, offset=handle.offset, strides=handle.strides)
     if not writeable:
         array.flags.writeable = False
@@ -261,13 +260,7 @@ def _at_exit() -> None:
     unlink_segments_of_dead_lenders()
 
 
-def _ensure_exit_hook() -> None:
-    """One ``multiprocessing.util`` exit hook per process: it runs at exit also in children, which
-    leave through ``os._exit`` (no ``atexit``); a forked child's inherited hooks are ignored."""
-    global _exit_hook, _exit_hook_pid
-    if _exit_hook is None or not _exit_hook.still_active() or _exit_hook_pid != os.getpid():
-        _exit_hook = util.Finalize(None, _at_exit, exitpriority=EXIT_PRIORITY)
-        _exit_hook_pid = os.getpid()
+_exit_hook = ExitHook(_at_exit, EXIT_PRIORITY)  # in place while this process lends or holds
 
 
 def _after_fork_in_child() -> None:
@@ -283,13 +276,13 @@ def _after_fork_in_child() -> None:
         _pool = SegmentPool(_pool.idle_cap_bytes)  # the inherited one lends the parent's segments
     _LENDERS.clear()  # the parent looks after the processes it received from
     if _pool is not None or _HELD:
-        _ensure_exit_hook()
+        _exit_hook.ensure()
 
 
 def _after_multiprocessing_fork() -> None:
     """multiprocessing clears a forked child's exit hooks after ``os.fork`` returns: add ours back."""
     if _pool is not None or _HELD:
-        _ensure_exit_hook()
+        _exit_hook.ensure()
 
 
 os.register_at_fork(before=_flock_guard.acquire, after_in_parent=_flock_guard.release,

@@ -37,7 +37,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from helpers.shared._segments import Mapping, bottom_of, check_room, contiguous_strides, mapping_under, unlink
+from helpers.shared._segments import (
+    ExitHook,
+    Mapping,
+    bottom_of,
+    check_room,
+    contiguous_strides,
+    mapping_under,
+    unlink,
+)
 from helpers.shared.lent_segments import HOLDERS_OFFSET, count_holders, release_later
 from helpers.shared.room import available_memory, shm_free
 from helpers.shared.segment_pool import HEADER_BYTES, mark_returned
@@ -216,8 +224,6 @@ def root_of(array: np.ndarray) -> np.ndarray:
 _HOLDS: dict[int, weakref.finalize] = {}  # this process's receptions of pooled segments still alive
 _FORKING: list[tuple[int, str, np.ndarray]] = []  # (token, name, header) counted for the child being forked
 _hold_tokens = itertools.count()
-_exit_hook: util.Finalize | None = None
-_exit_hook_pid = 0
 
 
 def header_of(root: np.ndarray) -> np.ndarray:
@@ -242,7 +248,7 @@ def _watch(buffer: object, name: str, header: np.ndarray) -> None:
     """Take this process's holder of ``name`` off when ``buffer`` (the views' export) goes."""
     token = next(_hold_tokens)
     _HOLDS[token] = weakref.finalize(buffer, _release_hold, token, name, header, os.getpid())
-    _ensure_exit_hook()
+    _exit_hook.ensure()
 
 
 def _holds_alive() -> dict[int, tuple[weakref.finalize, object, str, np.ndarray]]:
@@ -285,13 +291,7 @@ def release_every_hold() -> None:
         finalizer()
 
 
-def _ensure_exit_hook() -> None:
-    """One ``multiprocessing.util`` exit hook per process: it runs at exit also in workers, which
-    leave through ``os._exit`` (no ``atexit``); a forked child's inherited hooks are ignored."""
-    global _exit_hook, _exit_hook_pid
-    if _exit_hook is None or not _exit_hook.still_active() or _exit_hook_pid != os.getpid():
-        _exit_hook = util.Finalize(None, release_every_hold, exitpriority=EXIT_PRIORITY)
-        _exit_hook_pid = os.getpid()
+_exit_hook = ExitHook(release_every_hold, EXIT_PRIORITY)  # in place while this process holds any
 
 
 def _before_fork() -> None:
@@ -323,7 +323,7 @@ def _after_fork_in_child() -> None:
 def _after_multiprocessing_fork() -> None:
     """multiprocessing clears a forked child's exit hooks after ``os.fork`` returns: add ours back."""
     if _HOLDS:
-        _ensure_exit_hook()
+        _exit_hook.ensure()
 
 
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
