@@ -59,6 +59,7 @@ import numpy as np
 
 from helpers.shared._segments import Mapping, new_name, process_alive, unlink
 from helpers.shared.room import SHM_DIR
+from helpers.shared.segment_holds import hold_segment, holders, is_held_here
 from helpers.shared.segment_pool import HEADER_BYTES, SegmentPool
 from helpers.shared.shm import handle_of
 from helpers.shared.transit import (
@@ -67,9 +68,6 @@ from helpers.shared.transit import (
     WorkerSide,
     as_received,
     copy_as_unpickled,
-    hold_segment,
-    holders,
-    is_held_here,
     pack,
     pack_result,
     pack_result_pickled,
