@@ -47,8 +47,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
-import traceback
 import warnings
 import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -57,7 +55,14 @@ from multiprocessing import resource_tracker
 
 import numpy as np
 
-from helpers.shared._segments import Mapping, new_name, process_alive, unlink
+from helpers.shared._segments import Mapping, new_name
+from helpers.shared.executor_workers import (
+    payload,
+    release_result_segment,
+    run_in_worker,
+    start_worker,
+    unlink_when_gone,
+)
 from helpers.shared.room import SHM_DIR
 from helpers.shared.segment_holds import hold_segment, holders, is_held_here
 from helpers.shared.segment_pool import HEADER_BYTES, SegmentPool
@@ -65,12 +70,9 @@ from helpers.shared.shm import handle_of
 from helpers.shared.transit import (
     ArrayRef,
     Packed,
-    WorkerSide,
     as_received,
     copy_as_unpickled,
     pack,
-    pack_result,
-    pack_result_pickled,
     pickling_fits,
     root_of,
     too_big_to_pickle,
@@ -80,7 +82,6 @@ from helpers.shared.transit import (
 from helpers.shared.units import MiB
 
 DEFAULT_MIN_SHARED_BYTES = 1 * MiB
-ORPHAN_CHECK_SECONDS = 0.5
 
 
 class _Fallbacks:
@@ -116,81 +117,14 @@ class _Task:
     def __reduce__(self):
         """Pickled when the call is queued to a worker: that is when arrays are put in shared memory."""
         packed = self.executor._pack(self.call, self)
-        return (_payload, (packed, self.result_name, self.executor.min_shared_bytes))
+        return (payload, (packed, self.result_name, self.executor.min_shared_bytes))
 
     def finish(self) -> None:
         """Drop this task's hold on its segments; unlink a result segment nobody adopted."""
         self.roots.clear()
         self.call = None
         if not self.adopted and (SHM_DIR / self.result_name).exists():
-            _release_result_segment(self.result_name)  # the task failed after writing its result
-
-
-def _unlink_when_gone(result_name: str, worker_pids: list[int], wait_seconds: float = 60) -> None:
-    """Wait (up to ``wait_seconds``) until none of ``worker_pids`` runs, then unlink ``result_name``
-    if a worker made it after all (the resource tracker would only do so when the program ends)."""
-    deadline = time.monotonic() + wait_seconds
-    while any(process_alive(pid) for pid in worker_pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if (SHM_DIR / result_name).exists():
-        _release_result_segment(result_name)
-
-
-def _release_result_segment(name: str) -> None:
-    """Unlink a worker's result segment and drop the tracker entry the worker made for it."""
-    if unlink(name):
-        resource_tracker.unregister("/" + name, "shared_memory")
-
-
-def _start_worker(creator_pid: int, initializer, initargs: tuple) -> None:
-    """Worker start-up: watch for the death of the process that made the executor, then run the
-    caller's initializer.
-
-    A stdlib worker whose parent was killed waits for work forever, and so keeps the resource
-    tracker (which would unlink the dead program's segments) waiting too. Ours exits within a
-    second of being orphaned: its parent changed (the creator, or the forkserver that leaves with
-    it, died), or the creator is gone or a zombie (it died before this worker even started).
-    """
-    parent_pid = os.getppid()
-
-    def exit_when_orphaned() -> None:
-        while os.getppid() == parent_pid and process_alive(creator_pid):
-            time.sleep(ORPHAN_CHECK_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=exit_when_orphaned, name="exit-when-orphaned", daemon=True).start()
-    if initializer is not None:
-        initializer(*initargs)
-
-
-def _payload(packed: Packed, result_name: str, min_shared_bytes: int) -> tuple[Packed, str, int]:
-    return packed, result_name, min_shared_bytes
-
-
-def _run_in_worker(payload: tuple[Packed, str, int]) -> Packed:
-    """Worker side: attach the shared arguments, call the function, put big results in shared memory.
-
-    Every view of an argument is gone before the result is sent (an error's frames are cleared; its
-    traceback travels as text), so the parent can lend a segment again as soon as the task is over,
-    unless the function kept an argument: then this worker still counts as its holder.
-    """
-    packed, result_name, min_shared_bytes = payload
-    with WorkerSide() as side:
-        try:
-            return _call_in_worker(side, packed, result_name, min_shared_bytes)
-        except BaseException as error:
-            traceback.clear_frames(error.__traceback__)
-            raise
-
-
-def _call_in_worker(side: WorkerSide, packed: Packed, result_name: str, min_shared_bytes: int) -> Packed:
-    fn, args, kwargs = side.unpack(packed)
-    result = fn(*args, **kwargs)
-    del fn, args, kwargs
-    try:
-        return pack_result(result, result_name, min_shared_bytes, side)
-    except MemoryError:  # /dev/shm has no room for a result segment: pickle it, as the stdlib does
-        return pack_result_pickled(result, min_shared_bytes, side)
+            release_result_segment(self.result_name)  # the task failed after writing its result
 
 
 class _SharedFuture(Future):
@@ -251,7 +185,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         # Workers forked before the parent's resource tracker runs would each start one of their
         # own, which unlinks their result segments under the parent when they exit.
         resource_tracker.ensure_running()
-        super().__init__(max_workers, mp_context, _start_worker, (os.getpid(), initializer, tuple(initargs)),
+        super().__init__(max_workers, mp_context, start_worker, (os.getpid(), initializer, tuple(initargs)),
                          max_tasks_per_child=max_tasks_per_child)
         self.min_shared_bytes = int(min_shared_bytes)
         self.segment_pool = SegmentPool(pool_bytes)
@@ -273,7 +207,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         with self._count_lock:
             self._outstanding += 1
         try:
-            inner = super().submit(_run_in_worker, task)
+            inner = super().submit(run_in_worker, task)
         except BaseException:
             task.finish()
             self._task_over()
@@ -345,7 +279,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         """The pool broke while this task ran: a worker the stdlib has not stopped yet (or that
         outlives its SIGTERM) may still write the result segment. Unlink it once every worker is gone."""
         worker_pids = list((self._processes or {}).keys())
-        threading.Thread(target=_unlink_when_gone, args=(result_name, worker_pids),
+        threading.Thread(target=unlink_when_gone, args=(result_name, worker_pids),
                          name="unlink-late-result", daemon=True).start()
 
     def _pack(self, call: tuple, task: _Task) -> Packed:
@@ -418,6 +352,6 @@ def _map_result_segment(name: str, task: _Task) -> np.ndarray:
     root = np.frombuffer(mapping.map, np.uint8)
     mapping.close()  # the root's export keeps it mapped as long as an array needs it
     if name == task.result_name:
-        weakref.finalize(root.base, _release_result_segment, name)
+        weakref.finalize(root.base, release_result_segment, name)
         task.adopted = True
     return root

@@ -442,14 +442,14 @@ def test_a_result_segment_made_after_the_pool_broke_is_unlinked_once_its_maker_i
     """When the pool breaks, a worker that still runs may write its task's result segment after the
     future failed (the stdlib fails the futures, then stops the workers); the executor waits for the
     workers to be gone and unlinks it, instead of leaving it until the program ends."""
-    from helpers.shared import executor as executor_module
+    from helpers.shared import executor_workers
     from helpers.shared._segments import new_name
 
     result_name = new_name()
     maker = mp.get_context("spawn").Process(target=workers.pack_result_later, args=(1.0, result_name, BIG))
     maker.start()
     try:
-        executor_module._unlink_when_gone(result_name, [maker.pid], wait_seconds=30)
+        executor_workers.unlink_when_gone(result_name, [maker.pid], wait_seconds=30)
         maker.join(5)
         assert maker.exitcode == 0  # it made the segment, and only then did the wait end
         assert not (SHM_DIR / result_name).exists()
