@@ -66,8 +66,12 @@ def test_every_strategy_runs_and_gives_sane_results(runs, name):
     result = runs[0][name]
     reason = strategies.STRATEGIES[name].unavailable(ARRAY_BYTES, N_WORKERS)
     if result.skipped is not None and name.startswith("ray_") and result.skipped.startswith("failed here"):
-        # Ray's start-up can time out on two busy cores (lesson 10 says so): reported, not passed
-        pytest.skip(f"{name} failed in this run: {result.skipped}")
+        # Ray's start-up can time out on two busy cores (lesson 10 says so): run it once more, alone;
+        # a strategy that is really broken fails again, and the test with it
+        first_failure = result.skipped
+        array = np.random.default_rng(0).random(ARRAY_BYTES // 8)
+        result = strategies.run_strategy(name, array, N_WORKERS, repeat=1)
+        assert result.skipped is None, f"failed twice: {first_failure}; then {result.skipped}"
     if result.skipped is not None:  # only for a reason this machine gives (e.g. no torch)
         assert reason and result.skipped == reason and result.fan_out is None, result.skipped
         pytest.skip(f"{name} cannot run here: {reason}")
