@@ -36,6 +36,7 @@ import fcntl
 import itertools
 import mmap
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -69,8 +70,9 @@ _pool: SegmentPool | None = None  # set by helpers.shared.reducers while the tor
 # Held while a thread holds a segment's flock, and across fork(): a child must not inherit a lock
 # that a thread of its parent holds through a descriptor the child also inherited.
 _flock_guard = threading.Lock()
-_counting = threading.local()  # .inside: this thread is in count_holders (it holds or wants the guard)
-_deferred: list[tuple[Callable, tuple]] = []  # releases a finalizer asked for while its thread counted
+# Per thread: .inside (it is in count_holders or forking: it holds or wants the guard) and
+# .deferred (releases a finalizer asked for meanwhile, run once the guard is let go).
+_counting = threading.local()
 
 
 def set_pool(pool: SegmentPool | None) -> None:
@@ -125,7 +127,7 @@ def count_holders(name: str, header: np.ndarray, delta: int) -> int | None:
     # Anything that allocates in here may start the cyclic GC, which may run a release finalizer
     # on this thread: that one must not wait for the locks this thread holds (it would wait forever),
     # so it queues itself (release_later) and runs right after they are let go.
-    _counting.inside = True
+    _start_counting()
     try:
         with _flock_guard:
             try:
@@ -139,26 +141,50 @@ def count_holders(name: str, header: np.ndarray, delta: int) -> int | None:
             finally:
                 os.close(fd)  # the only fd of this open file: closing it releases the lock
     finally:
-        _counting.inside = False
-        while _deferred:
-            release, args = _deferred.pop()
+        _stop_counting()
+
+
+def _start_counting() -> None:
+    """This thread is about to take the guard: from now, releases wait (``release_later``). Its queue
+    exists before the flag is up, so nothing in ``release_later`` has to allocate one."""
+    if getattr(_counting, "deferred", None) is None:
+        _counting.deferred = []
+    _counting.inside = True
+
+
+def _stop_counting() -> None:
+    """The guard is let go: run what waited, each release on its own (one that fails is reported,
+    as a finalizer's error is, and the others still run)."""
+    _counting.inside = False
+    queue = _counting.deferred
+    while queue:
+        release, args = queue.pop()
+        try:
             release(*args)
+        except Exception:
+            sys.excepthook(*sys.exc_info())
 
 
 def release_later(release: Callable, *args) -> bool:
     """True, with ``release(*args)`` queued, when this thread is inside ``count_holders`` (a finalizer
-    the GC ran there); it then runs as soon as ``count_holders`` has let its locks go."""
+    the GC ran there) or forking; it then runs as soon as the guard is let go."""
     if getattr(_counting, "inside", False):
-        _deferred.append((release, args))
+        _counting.deferred.append((release, args))
         return True
     return False
 
 
-def _release(token: int, name: str, header: np.ndarray) -> None:
-    """A reception's views are all gone: take its holder off; the last one returns the segment."""
-    if release_later(_release, token, name, header):
+def _release(token: int, name: str, header: np.ndarray, pid: int) -> None:
+    """A reception's views are all gone: take its holder off; the last one returns the segment.
+
+    Only in the process that counted it (``pid``): a forked child counts what it inherits again,
+    under its own pid, and must not take off its parent's holder for a view that died in it first.
+    """
+    if release_later(_release, token, name, header, pid):
         return
     _HELD.pop(token, None)
+    if pid != os.getpid():
+        return
     if count_holders(name, header, -1) == 0:
         mark_returned(header)
     lender = creator_pid(name)
@@ -239,12 +265,17 @@ def rebuild_from_segment(handle: ArrayHandle, lent: bool, writeable: bool) -> np
         if lender is not None and lender != os.getpid():
             _LENDERS.add(lender)
         token = next(_tokens)
-        _HELD[token] = weakref.finalize(root.base, _release, token, handle.name, _header(segment_map))
-        _exit_hook.ensure()
+        _watch(root.base, token, handle.name, _header(segment_map))
     array = np.ndarray(handle.shape, handle.dtype, buffer=root, offset=handle.offset, strides=handle.strides)
     if not writeable:
         array.flags.writeable = False
     return array
+
+
+def _watch(buffer: object, token: int, name: str, header: np.ndarray) -> None:
+    """Take this process's holder of ``name`` off when ``buffer`` (the reception's export) goes."""
+    _HELD[token] = weakref.finalize(buffer, _release, token, name, header, os.getpid())
+    _exit_hook.ensure()
 
 
 def release_everything_held() -> None:
@@ -263,15 +294,31 @@ def _at_exit() -> None:
 _exit_hook = ExitHook(_at_exit, EXIT_PRIORITY)  # in place while this process lends or holds
 
 
+def _before_fork() -> None:
+    """Take the guard (a child must not inherit it held) with this thread marked as counting, so a
+    release the GC runs in the fork's other hooks waits instead of waiting on the guard."""
+    _start_counting()
+    _flock_guard.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _flock_guard.release()
+    _stop_counting()
+
+
 def _after_fork_in_child() -> None:
-    """A forked child holds what its parent held (count it) and must not lend the parent's segments."""
+    """A forked child holds what its parent held (count it, under the child's pid) and must not
+    lend the parent's segments."""
     global _pool
     _flock_guard.release()
-    for finalizer in list(_HELD.values()):
+    _stop_counting()  # what waited was the parent's (its pid): a no-op here
+    for token, finalizer in list(_HELD.items()):
         found = finalizer.peek()
         if found is not None:
-            _, _, (_, name, header), _ = found
+            buffer, _, (_, name, header, _), _ = found
+            finalizer.detach()
             count_holders(name, header, +1)
+            _watch(buffer, token, name, header)
     if _pool is not None:
         _pool = SegmentPool(_pool.idle_cap_bytes)  # the inherited one lends the parent's segments
     _LENDERS.clear()  # the parent looks after the processes it received from
@@ -285,6 +332,6 @@ def _after_multiprocessing_fork() -> None:
         _exit_hook.ensure()
 
 
-os.register_at_fork(before=_flock_guard.acquire, after_in_parent=_flock_guard.release,
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                     after_in_child=_after_fork_in_child)
 util.register_after_fork(_after_multiprocessing_fork, lambda hook: hook())

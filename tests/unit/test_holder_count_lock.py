@@ -53,3 +53,38 @@ def test_a_finalizer_run_by_the_collector_inside_the_count_does_not_deadlock():
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout.split() == ["released", "38"], finished.stdout + finished.stderr
     assert "Exception ignored" not in finished.stderr, finished.stderr
+
+
+FORK_PROGRAM = """
+    import gc, os
+    os.register_at_fork(after_in_child=gc.collect)  # runs in the child before the library's own hook
+    import numpy as np
+    from multiprocessing.reduction import ForkingPickler
+    from helpers.shared import lent_segments, reducers
+
+    with reducers.sharing_arrays("shared_memory"):
+        kept = ForkingPickler.loads(ForkingPickler.dumps(np.ones(300_000)))
+        for _ in range(5):
+            received = ForkingPickler.loads(ForkingPickler.dumps(np.ones(300_000)))
+            cycle = [received]
+            cycle.append(cycle)  # freed by the collector in the child's fork hooks
+            del received, cycle
+            gc.disable()
+            child = os.fork()
+            if child == 0:  # a normal exit: its exit hook gives back what it inherited
+                raise SystemExit(0 if float(kept.sum()) == 300_000 else 3)
+            gc.enable()
+            _, status = os.waitpid(child, 0)
+            assert os.waitstatus_to_exitcode(status) == 0, status
+            gc.collect()
+        print("holders of the kept array:", int(lent_segments.holders_of(kept)[0]))
+        del kept
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_release_the_collector_runs_in_a_fork_hook_does_not_hang_the_child():
+    finished = subprocess.run([sys.executable, "-c", textwrap.dedent(FORK_PROGRAM)], capture_output=True,
+                              text=True, timeout=60)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "holders of the kept array: 1", finished.stdout + finished.stderr
