@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import os
 import threading
+import traceback
 import warnings
 import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -240,40 +241,52 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         """Done callback (any thread): unpack the result, release the task's segments, and only
         then settle the caller's future (so a caller that submits again finds them back in the pool).
         Whatever goes wrong here settles the caller's future with that error: it is never left pending."""
-        value = error = None
         try:
-            if not inner.cancelled():
-                error = inner.exception()
-                if error is not None and error.__traceback__ is not None:
-                    # An error raised while the call was pickled (e.g. MemoryError from /dev/shm)
-                    # carries the queue feeder's frames, which would keep the call queue and its
-                    # semaphores alive for as long as the caller keeps the error; its text
-                    # survives in __cause__. Errors raised here below keep their traceback.
-                    error = error.with_traceback(None)
-                if error is None:
-                    packed = inner.result()
-                    self._fallbacks.add(packed.fallbacks)
-                    outer.pickled_arrays += packed.fallbacks
-                    value = self._unpack(packed, task)
-        except BaseException as unpack_error:
-            error, value = unpack_error, None
+            value, error = self._outcome(outer, task, inner)
+        except BaseException as unexpected:
+            value, error = None, unexpected
+        if error is not None:
+            # Its traceback keeps its line numbers but not its frames' locals (the unpacked arrays,
+            # mapped segments): the caller may keep the error, the segments must still go.
+            traceback.clear_frames(error.__traceback__)
         try:
             outer.pickled_arrays += task.fallbacks
             if isinstance(error, BrokenProcessPool) and not task.adopted:
                 self._unlink_late_result(task.result_name)
             task.finish()
         except BaseException as release_error:
-            error, value = error or release_error, None
-        finally:
+            value, error = None, error or release_error
+        try:
             self._task_over()
-            outer._inner = None  # break the cycle outer -> inner -> callback -> outer (it holds the result)
-            if inner.cancelled():
-                Future.cancel(outer)
-                outer.set_running_or_notify_cancel()
-            elif error is not None:
-                outer.set_exception(error)
-            else:
-                outer.set_result(value)
+        except BaseException as close_error:
+            value, error = None, error or close_error
+        outer._inner = None  # break the cycle outer -> inner -> callback -> outer (it holds the result)
+        if inner.cancelled():
+            Future.cancel(outer)
+            outer.set_running_or_notify_cancel()
+        elif error is not None:
+            outer.set_exception(error)
+        else:
+            outer.set_result(value)
+
+    def _outcome(self, outer: _SharedFuture, task: _Task,
+                 inner: Future) -> tuple[object, BaseException | None]:
+        """(result, error) of a finished worker future; (None, None) when it was cancelled."""
+        if inner.cancelled():
+            return None, None
+        error = inner.exception()
+        if error is not None:
+            # An error raised while the call was pickled (e.g. MemoryError from /dev/shm) carries
+            # the queue feeder's frames, which would keep the call queue and its semaphores alive for
+            # as long as the caller keeps the error; its text survives in __cause__.
+            return None, error.with_traceback(None)
+        try:
+            packed = inner.result()
+            self._fallbacks.add(packed.fallbacks)
+            outer.pickled_arrays += packed.fallbacks
+            return self._unpack(packed, task), None
+        except BaseException as unpack_error:
+            return None, unpack_error
 
     def _unlink_late_result(self, result_name: str) -> None:
         """The pool broke while this task ran: a worker the stdlib has not stopped yet (or that
