@@ -162,7 +162,7 @@ class SegmentPool:
                 if free is None or free >= n_bytes:
                     return
                 _, lease = self._idle.popitem(last=False)
-                _destroy(lease)
+                self._destroy(lease)
 
     def give_back(self, lease: Lease) -> None:
         """Return a lent segment from this process: it waits, warm, for the next ``lease``.
@@ -174,17 +174,20 @@ class SegmentPool:
 
     def close(self) -> None:
         """Unlink every segment; lent ones stay readable to whoever still maps them. In a forked
-        child, forget them instead: they are the parent's."""
+        child, forget them instead, without the lock (a thread of the parent may have held it at
+        the fork): they are the parent's."""
+        if os.getpid() != self._maker_pid:
+            self._closed = True
+            self._idle, self._lent, self._given_back = OrderedDict(), {}, deque()
+            return
         with self._lock:
             self._closed = True
             self._given_back.clear()
             leases = [*self._idle.values(), *self._lent.values()]
             self._idle.clear()
             self._lent.clear()
-        if os.getpid() != self._maker_pid:
-            return
         for lease in leases:
-            _destroy(lease)
+            self._destroy(lease)
 
     def __enter__(self) -> SegmentPool:
         return self
@@ -216,7 +219,7 @@ class SegmentPool:
 
     def _keep_idle(self, lease: Lease) -> None:
         if self._closed or lease.capacity > self.idle_cap_bytes:
-            _destroy(lease)
+            self._destroy(lease)
             return
         lease.state = STATE_IDLE
         self._idle[lease.name] = lease
@@ -225,7 +228,15 @@ class SegmentPool:
     def _trim(self, cap_bytes: int) -> None:
         while self._idle and self.idle_bytes > cap_bytes:
             _, lease = self._idle.popitem(last=False)
+            self._destroy(lease)
+
+
+    def _destroy(self, lease: Lease) -> None:
+        """Unlink ``lease``'s segment; in a forked child only let go of its mapping (the parent's)."""
+        if os.getpid() == self._maker_pid:
             _destroy(lease)
+        else:
+            lease.shared.close()
 
 
 def _destroy(lease: Lease) -> None:
