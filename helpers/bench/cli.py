@@ -225,7 +225,7 @@ def partial_paths(out: Path) -> tuple[Path, Path]:
 def write_pair(out: Path, doc: dict, plot: Callable[[dict, Path], Path], written: list[Path]) -> Path:
     """Write the document at ``out`` and its figure beside it (``.png``), both or neither: each is
     written under a temporary name first, then both are renamed, and ``out`` appended to ``written``,
-    with Ctrl-C held back (a rename takes microseconds; a Ctrl-C meanwhile arrives right after).
+    with Ctrl-C only noted meanwhile (a rename takes microseconds) and raised right after.
     Anything raised before the renames, Ctrl-C included, removes the temporary files. Returns the
     figure's path."""
     partial_json, partial_png = partial_paths(out)
@@ -233,13 +233,16 @@ def write_pair(out: Path, doc: dict, plot: Callable[[dict, Path], Path], written
     try:
         report.write_document(partial_json, doc)
         plot(doc, partial_png)
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        caught: list[int] = []
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
         try:
             os.replace(partial_png, figure)
             os.replace(partial_json, out)
             written.append(out)
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            signal.signal(signal.SIGINT, previous)
+        if caught:
+            raise KeyboardInterrupt
     finally:
         partial_json.unlink(missing_ok=True)
         partial_png.unlink(missing_ok=True)

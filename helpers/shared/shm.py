@@ -238,7 +238,9 @@ def sweep(everything: bool = False) -> list[str]:
     Under spawn and forkserver every queue and lock of a pool is a ``sem.mp-*`` file in /dev/shm
     with no owner in its name; one of this user's is an orphan when no process maps it
     (``/proc/*/maps``). A process whose maps this user may not read is not one of a pool's (those
-    run as this user and are readable to it) and is not looked at. A file this user may not remove
+    run as this user and are readable to it) and is not looked at, nor are processes /proc does
+    not show (another container sharing this /dev/shm): run ``sweep()`` where no such process uses
+    ``multiprocessing``'s semaphores, as after a crash on your own machine. A file this user may not remove
     (another user's, in a shared sticky /dev/shm) is skipped, and one ``RuntimeWarning`` names every
     file skipped so.
     """
