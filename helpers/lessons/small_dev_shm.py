@@ -1,0 +1,91 @@
+"""Run the executor where /dev/shm is small (64 MiB: Docker's default, and most likely Binder's).
+
+``run_with_small_dev_shm`` runs one program in a mount namespace of its own whose /dev/shm is a
+private tmpfs of ``shm_mib`` MiB (Linux, root and ``unshare`` needed: ``why_not_here`` says what is
+missing). The program does the same work through ``ProcessPoolExecutor`` and through
+``SharedMemoryExecutor``: ``plus_one`` of a 20 MiB array, then of a 24 MiB one (each result dropped),
+then five 20 MiB results held at once; it reports which answers were right, how many arrays ours
+pickled for want of room, the warnings it gave, and what it left in /dev/shm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+
+PROGRAM = """
+    import json, multiprocessing as mp, os, sys, warnings
+    import numpy as np
+    from concurrent.futures import ProcessPoolExecutor
+    from helpers.lessons import workers
+    from helpers.shared.executor import SharedMemoryExecutor
+    MiB = 1 << 20
+
+    def work(executor):
+        '''plus_one of 20 then 24 MiB (dropped), then five 20 MiB results held: is each one right?'''
+        right = []
+        for n_mib in (20, 24):
+            result = executor.submit(workers.plus_one, np.zeros(n_mib * MiB // 8)).result()
+            right.append(bool((result == 1).all()))
+            del result
+        held = [executor.submit(workers.plus_one, np.full(20 * MiB // 8, float(n))).result()
+                for n in range(5)]
+        right += [bool((result == n + 1).all()) for n, result in enumerate(held)]
+        return right
+
+    if __name__ == "__main__":
+        context = mp.get_context(sys.argv[1])
+        with ProcessPoolExecutor(1, context) as executor:
+            stdlib_right = work(executor)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            with SharedMemoryExecutor(1, context) as executor:
+                ours_right = work(executor)
+                pickled = executor.pickled_fallbacks
+        print(json.dumps({"stdlib_right": stdlib_right, "ours_right": ours_right,
+                          "pickled_fallbacks": pickled, "warnings": [str(w.message) for w in said],
+                          "left": sorted(os.listdir("/dev/shm"))}))
+"""
+
+
+@dataclass
+class SmallShmRun:
+    """What the program reported: per answer, whether it was right (stdlib, ours); how many arrays
+    ours pickled; the warnings it gave; the names left in the private /dev/shm at the end."""
+    shm_mib: int
+    stdlib_right: list[bool]
+    ours_right: list[bool]
+    pickled_fallbacks: int
+    warnings: list[str]
+    left: list[str]
+
+
+def why_not_here() -> str | None:
+    """None where a private small /dev/shm can be made here; else the reason (one line)."""
+    if not sys.platform.startswith("linux"):
+        return f"needs Linux (this is {sys.platform})"
+    if shutil.which("unshare") is None:
+        return "needs the unshare command (util-linux)"
+    if os.geteuid() != 0:
+        return "needs root, to mount a private tmpfs on /dev/shm (not the case on Binder)"
+    return None
+
+
+def run_with_small_dev_shm(start_method: str, shm_mib: int = 64, timeout_s: float = 120) -> SmallShmRun:
+    """Run ``PROGRAM`` with a private ``shm_mib`` MiB /dev/shm; RuntimeError when it cannot run here
+    (``why_not_here``) or fails (with its stderr)."""
+    reason = why_not_here()
+    if reason is not None:
+        raise RuntimeError(f"cannot make a private /dev/shm here: {reason}")
+    script = f'mount -t tmpfs -o size={int(shm_mib)}m tmpfs /dev/shm && exec "$1" -c "$2" "$3"'
+    finished = subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", sys.executable,
+                               textwrap.dedent(PROGRAM), start_method],
+                              capture_output=True, text=True, timeout=timeout_s)
+    if finished.returncode != 0:
+        raise RuntimeError(f"the program failed (exit code {finished.returncode}): {finished.stderr[-2000:]}")
+    return SmallShmRun(shm_mib=shm_mib, **json.loads(finished.stdout.strip().splitlines()[-1]))

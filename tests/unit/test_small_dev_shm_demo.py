@@ -1,0 +1,22 @@
+"""Lesson 07's demonstration on a private 64 MiB /dev/shm: ours pickles what does not fit and is right."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.lessons import small_dev_shm
+
+
+@pytest.mark.skipif(small_dev_shm.why_not_here() is not None, reason=str(small_dev_shm.why_not_here()))
+@pytest.mark.timeout(180)
+def test_on_64_mib_ours_gives_every_right_answer_the_stdlib_gives_and_says_it_pickled():
+    run = small_dev_shm.run_with_small_dev_shm("forkserver")
+    assert run.stdlib_right == [True] * 7
+    assert run.ours_right == run.stdlib_right
+    assert run.pickled_fallbacks > 0 and len(run.warnings) == 1 and "pickled_fallbacks" in run.warnings[0]
+    assert run.left == []
+
+
+def test_a_reason_is_one_line_or_none():
+    reason = small_dev_shm.why_not_here()
+    assert reason is None or (reason and "\n" not in reason)
