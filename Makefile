@@ -63,7 +63,7 @@ bench-check: $(INSTALLED)
 test-notebooks: $(INSTALLED)
 	LAB_ARRAY_MB=$(TEST_ARRAY_MB) $(NBVAL) notebooks
 
-# Python 3.14's default start method on Linux: every lesson runs top to bottom with it (lesson 03,
+# Python 3.14's default start method on Linux: every lesson runs top to bottom with it (lesson 04,
 # which is about fork, says so and keeps fork for its contrast). Outputs are not compared
 # (--nbval-lax); an error or a failed check cell fails the run.
 test-forkserver: $(INSTALLED)

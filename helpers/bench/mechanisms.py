@@ -1,5 +1,5 @@
-"""The mechanisms of lessons 01-08 behind ``helpers.bench.harness.Mechanism``: one small class each,
-built from each lesson's finished helpers. Ray's two (lesson 09) are in ``helpers.bench.ray_strategies``.
+"""The mechanisms of lessons 02-09 behind ``helpers.bench.harness.Mechanism``: one small class each,
+built from each lesson's finished helpers. Ray's two (lesson 10) are in ``helpers.bench.ray_strategies``.
 
 Every pool uses an explicit start method and a ``helpers.measure.quiet_processes`` context (workers
 ignore Ctrl-C; the caller shuts them down in order). A pool is closed and joined at teardown, so
@@ -61,7 +61,7 @@ def _ram(array_bytes: int, copies: float, n_workers: int, per_worker: int = WORK
 
 
 class Pickle(Mechanism):
-    """Lesson 01: every task pickles the array (Pool.starmap), each worker unpickles its copy."""
+    """Lesson 02: every task pickles the array (Pool.starmap), each worker unpickles its copy."""
 
     notes = "nothing is set up: the array is pickled with every task, and the result pickled back"
 
@@ -74,7 +74,7 @@ class Pickle(Mechanism):
 
 
 class SendOnce(Mechanism):
-    """Lesson 02: ``Pool(initializer=send_once_and_managers.install, initargs=(array,))``: one copy
+    """Lesson 03: ``Pool(initializer=send_once_and_managers.install, initargs=(array,))``: one copy
     per worker."""
 
     late = True
@@ -96,7 +96,7 @@ class SendOnce(Mechanism):
 
 
 class Manager(Mechanism):
-    """Lesson 02: the array in a ``Manager().dict()``; every read through the proxy is a pickled copy."""
+    """Lesson 03: the array in a ``Manager().dict()``; every read through the proxy is a pickled copy."""
 
     reach = staticmethod(tasks.reach_manager)
     notes = ("the manager holds one copy; each worker's read of the proxy gets its own; the round trip "
@@ -122,7 +122,7 @@ class Manager(Mechanism):
 
 
 class ForkCow(Mechanism):
-    """Lesson 03: a module global (``helpers.lessons.fork_copy_on_write.ARRAY``) inherited by forked
+    """Lesson 04: a module global (``helpers.lessons.fork_copy_on_write.ARRAY``) inherited by forked
     workers, pages shared."""
 
     start_method = "fork"
@@ -154,7 +154,7 @@ class ForkCow(Mechanism):
 
 
 class SharedCtypes(Mechanism):
-    """Lesson 04: a ``RawArray`` copy, received by each worker's initializer at start-up (spawn)."""
+    """Lesson 05: a ``RawArray`` copy, received by each worker's initializer at start-up (spawn)."""
 
     late = True
     reach = staticmethod(tasks.reach_sharedctypes)
@@ -191,7 +191,7 @@ class SharedCtypes(Mechanism):
 
 
 class MemmapDisk(Mechanism):
-    """Lesson 05: the array written to a file (owner-only, space reserved); workers map it by path."""
+    """Lesson 06: the array written to a file (owner-only, space reserved); workers map it by path."""
 
     on = "disk"
     reach = staticmethod(tasks.reach_memmap)
@@ -237,14 +237,14 @@ class MemmapDisk(Mechanism):
 
 
 class MemmapTmpfs(MemmapDisk):
-    """Lesson 05: the same with the file on tmpfs (/dev/shm): its pages are RAM, never written to disk."""
+    """Lesson 06: the same with the file on tmpfs (/dev/shm): its pages are RAM, never written to disk."""
 
     on = "tmpfs"
     notes = "the file lives in /dev/shm; the round trip writes into a second one the caller maps"
 
 
 class SharedMemory(Mechanism):
-    """Lesson 06: ``SharedNDArray.copy_of(array)``; tasks carry its handle, workers ``attach`` it."""
+    """Lesson 07: ``SharedNDArray.copy_of(array)``; tasks carry its handle, workers ``attach`` it."""
 
     reach = staticmethod(tasks.reach_shared)
     notes = "the round trip writes into a second SharedNDArray made before the measurement"
@@ -269,7 +269,7 @@ class SharedMemory(Mechanism):
 
 
 class Executor(Mechanism):
-    """Lesson 07: ``SharedMemoryExecutor``, submitting the private array: one copy per task into a
+    """Lesson 08: ``SharedMemoryExecutor``, submitting the private array: one copy per task into a
     warm pooled segment; the result comes back in a segment the caller maps."""
 
     notes = ("the drop-in use: each task copies the private array into a warm pooled segment (an array "
@@ -288,7 +288,7 @@ class Executor(Mechanism):
 
 
 class ReducerTorch(Mechanism):
-    """Lesson 08: ``reducers.share_arrays_with_torch()`` here and in the workers (their initializer):
+    """Lesson 09: ``reducers.share_arrays_with_torch()`` here and in the workers (their initializer):
     each task's array is copied into a new shared torch storage, and so is the result."""
 
     how = "torch"
@@ -311,7 +311,7 @@ class ReducerTorch(Mechanism):
 
 
 class ReducerSharedMemory(ReducerTorch):
-    """Lesson 08: the torch-free reduction: each task's array is copied into a warm lent segment."""
+    """Lesson 09: the torch-free reduction: each task's array is copied into a warm lent segment."""
 
     how = "shared_memory"
     notes = "each task's array, and the result, is copied into a segment lent by a pool of warm ones"

@@ -1,4 +1,4 @@
-"""Lesson 09's two mechanisms behind ``helpers.bench.harness.Mechanism``: Ray tasks that get the array
+"""Lesson 10's two mechanisms behind ``helpers.bench.harness.Mechanism``: Ray tasks that get the array
 by value (``f.remote(array)``: Ray stores it once per call) or by reference (``ray.put`` once).
 
 They run in the Ray strategies' own spawned process (``helpers.bench.ray_child``; the registry in
@@ -29,7 +29,7 @@ RAY_RAM = 1 * GiB  # GCS, raylet, its agents and the workers' interpreters, roug
 START_ATTEMPTS = 2  # a busy 2-core machine sometimes misses Ray's start-up deadline once
 SHARED_MEMORY_NOTE = ("memory not measured: this strategy ran on the Ray instance the one before it "
                       "started, whose object store's pages were already touched (only a fresh store "
-                      "shows what it adds: see python -m helpers.bench or lesson 09)")
+                      "shows what it adds: see python -m helpers.bench or lesson 10)")
 
 
 class _SharedSession:
@@ -92,7 +92,7 @@ def object_store_file_bytes() -> float | None:
 
 
 class RayByValue(Mechanism):
-    """Lesson 09: ``f.remote(array)``: every call puts the array into the object store anew."""
+    """Lesson 10: ``f.remote(array)``: every call puts the array into the object store anew."""
 
     start_method = "ray"
     notes = ("Ray ran in a spawned process of its own, which measured its tree (Ray's processes "
@@ -145,7 +145,7 @@ class RayByValue(Mechanism):
 
 
 class RayObjectStore(RayByValue):
-    """Lesson 09: ``ref = ray.put(array)`` once; tasks get the reference, workers read it zero-copy."""
+    """Lesson 10: ``ref = ray.put(array)`` once; tasks get the reference, workers read it zero-copy."""
 
     notes = ("Ray ran in a spawned process of its own, which measured its tree (Ray's processes "
              "included); setup is one ray.put; workers read the stored array zero-copy; the result goes "

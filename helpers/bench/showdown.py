@@ -1,4 +1,4 @@
-"""Lesson 10's views of a showdown run: the table, the time and memory plots, and the blog's claims.
+"""Lesson 11's views of a showdown run: the table, the time and memory plots, and the blog's claims.
 
 Everything here reads ``helpers.bench.strategies.StrategyResult`` objects (times in seconds, memory in
 bytes) and the two floors measured in the same run (``strategies.floor_seconds``: (a) a copy into

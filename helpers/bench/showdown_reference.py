@@ -1,4 +1,4 @@
-"""The reference results lesson 10 compares with: the newest ``results/*-strategies.json``.
+"""The reference results lesson 11 compares with: the newest ``results/*-strategies.json``.
 
 ``python -m helpers.bench --suite strategies`` (``make bench``) writes one JSON file per machine
 and day into ``results/``; ``newest_reference()`` picks the newest one shipped (by the date in its

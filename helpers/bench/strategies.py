@@ -1,4 +1,4 @@
-"""One interface over every way of the course to share an array with worker processes (lessons 01-09).
+"""One interface over every way of the course to share an array with worker processes (lessons 02-10).
 
 ``NAMES`` lists the strategies in lesson order; ``STRATEGIES[name]`` says what each is (title,
 lesson, start method, what the lessons showed it copies) and ``unavailable(array_bytes,
@@ -78,29 +78,29 @@ class Strategy:
 def _strategies() -> dict[str, Strategy]:
     m, r = mechanisms, ray_strategies
     table = [
-        ("pickle", "pickle per task (Pool.map)", "01", "one pickled copy per task", m.Pickle),
-        ("send_once", "send once per worker (Pool initializer)", "02",
+        ("pickle", "pickle per task (Pool.map)", "02", "one pickled copy per task", m.Pickle),
+        ("send_once", "send once per worker (Pool initializer)", "03",
          "one copy per worker, sent at start-up", m.SendOnce),
-        ("manager", "Manager proxy (a dict in a server process)", "02",
+        ("manager", "Manager proxy (a dict in a server process)", "03",
          "one copy in the manager, one more per read", m.Manager),
-        ("fork_cow", "inherit by fork (copy-on-write)", "03", "zero-copy while nobody writes", m.ForkCow),
-        ("sharedctypes", "sharedctypes RawArray (given at start-up)", "04",
+        ("fork_cow", "inherit by fork (copy-on-write)", "04", "zero-copy while nobody writes", m.ForkCow),
+        ("sharedctypes", "sharedctypes RawArray (given at start-up)", "05",
          "one copy into shared memory; workers map it", m.SharedCtypes),
-        ("memmap_disk", "np.memmap of a file on disk", "05",
+        ("memmap_disk", "np.memmap of a file on disk", "06",
          "one copy into a file (page cache); workers map it", m.MemmapDisk),
-        ("memmap_tmpfs", "np.memmap of a file on tmpfs", "05",
+        ("memmap_tmpfs", "np.memmap of a file on tmpfs", "06",
          "one copy into a tmpfs file; workers map it", m.MemmapTmpfs),
-        ("shared_memory", "SharedNDArray (named shared memory)", "06",
+        ("shared_memory", "SharedNDArray (named shared memory)", "07",
          "zero-copy (maps one segment) after one copy in", m.SharedMemory),
-        ("executor", "SharedMemoryExecutor (private array per submit)", "07",
+        ("executor", "SharedMemoryExecutor (private array per submit)", "08",
          "one copy per task into a warm pooled segment", m.Executor),
-        ("reducer_torch", "pickler reduction: torch shared storage", "08",
+        ("reducer_torch", "pickler reduction: torch shared storage", "09",
          "one copy per task into a new torch storage", m.ReducerTorch),
-        ("reducer_shared_memory", "pickler reduction: warm lent segment (no torch)", "08",
+        ("reducer_shared_memory", "pickler reduction: warm lent segment (no torch)", "09",
          "one copy per task into a warm lent segment", m.ReducerSharedMemory),
-        ("ray_by_value", "Ray task argument by value (f.remote(array))", "09",
+        ("ray_by_value", "Ray task argument by value (f.remote(array))", "10",
          "one object-store copy per task, read zero-copy", r.RayByValue),
-        ("ray_object_store", "Ray object store (ray.put once)", "09",
+        ("ray_object_store", "Ray object store (ray.put once)", "10",
          "one object-store copy, read zero-copy", r.RayObjectStore),
     ]
     return {name: Strategy(name, title, lesson, mechanism.start_method, copies, mechanism)

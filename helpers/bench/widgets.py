@@ -1,4 +1,4 @@
-"""An ipywidgets panel for lesson 10: choose a size, workers and strategies, press Run, see the plots.
+"""An ipywidgets panel for lesson 11: choose a size, workers and strategies, press Run, see the plots.
 
 ``ShowdownPanel()`` builds the controls (sizes offered are only those that fit this machine now:
 RAM available and free /dev/shm, as ``helpers.measure.config`` sizes a lesson); displaying it runs

@@ -69,7 +69,7 @@ def _inherited(name: str):
             f"helpers.lessons.fork_copy_on_write.{name} is None in process {os.getpid()}: nothing was "
             "inherited. A child started with spawn or forkserver imports modules afresh and gets none "
             "of the parent's globals; fork it (mp.get_context('fork')), or send the data, or share it "
-            "(lesson 06)"
+            "(lesson 07)"
         )
     return value
 

@@ -1,4 +1,4 @@
-"""Lesson 08's code: an ndarray's round trip through ``multiprocessing``'s pickler, each way of
+"""Lesson 09's code: an ndarray's round trip through ``multiprocessing``'s pickler, each way of
 sending it, timed against the floors; and the demonstrations that must run in separate processes.
 
 **Round trips** (``round_trip_table``, in seconds). ``how`` names the way (``HOWS``):

@@ -1,4 +1,4 @@
-"""Lesson 09's measurements on a running Ray (``helpers.lessons.ray_session``): a fan-out by value against
+"""Lesson 10's measurements on a running Ray (``helpers.lessons.ray_session``): a fan-out by value against
 one ``ray.put``, the read-only view and its fix, which arrays cross without a copy, and what
 crosses between nodes. Times are seconds, sizes bytes. The functions Ray's workers run are at the
 end of this module, plain Python: ``remote(fn)`` wraps them with ``ray.remote`` when they are

@@ -1,6 +1,6 @@
 """The pitfalls of ``multiprocessing.shared_memory``, each shown for real in a separate process.
 
-Lesson 06 shows what goes wrong without putting its own kernel at risk: every demonstration that
+Lesson 07 shows what goes wrong without putting its own kernel at risk: every demonstration that
 may unlink a segment behind our back, crash (SIGSEGV) or be killed (SIGBUS) runs in a fresh
 Python interpreter started with ``subprocess``, and the caller gets a ``ChildOutcome`` back
 (exit status, what it printed, whether the segment still exists afterwards). Also here:

@@ -1,4 +1,4 @@
-"""Lesson 07's building blocks: the shared-memory executor in a few lines, and what we measure of it.
+"""Lesson 08's building blocks: the shared-memory executor in a few lines, and what we measure of it.
 
 ``submit_with_handles`` (the idea by hand), ``copy_floors`` (the two copies a round trip is compared
 with), ``time_round_trips`` (first call, warm, already shared), ``fan_out_memory`` (the tree's PSS

@@ -1,4 +1,4 @@
-"""NumPy arrays in ``multiprocessing.sharedctypes`` memory, and the workers of lesson 04.
+"""NumPy arrays in ``multiprocessing.sharedctypes`` memory, and the workers of lesson 05.
 
 ``RawArray`` and ``Array(lock=True)`` allocate from ``multiprocessing.heap``: on Linux an mmap of a
 file in ``/dev/shm`` (or the temp folder when ``/dev/shm`` is too small) that is unlinked at once,

@@ -137,7 +137,7 @@ def hold_shared_array(handle, ready, release) -> None:
         release.wait()
 
 
-# --- helpers.shared.executor: tasks its tests and lesson 07 submit -------------------------------------
+# --- helpers.shared.executor: tasks its tests and lesson 08 submit -------------------------------------
 
 
 def raise_error(kind: str, message: str) -> None:
@@ -180,7 +180,7 @@ def plus_one_and_slice(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return array + 1, array[array.shape[0] // 2:]
 
 
-# --- Lesson 07: tasks the shared-memory executor lesson submits ---
+# --- Lesson 08: tasks the shared-memory executor lesson submits ---
 
 
 def call_on_handle(fn, handle, *args):
@@ -190,7 +190,7 @@ def call_on_handle(fn, handle, *args):
         return fn(array, *args)
 
 
-# --- Lesson 08 and its tests: arrays through the pickler reductions (helpers.shared.reducers) ---
+# --- Lesson 09 and its tests: arrays through the pickler reductions (helpers.shared.reducers) ---
 
 
 def echo_arrays(connection, how: str | None) -> None:

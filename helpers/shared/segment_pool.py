@@ -1,7 +1,7 @@
 """Shared-memory segments kept mapped and touched, so a copy into shared memory runs at warm speed.
 
 The first write to a new ``/dev/shm`` segment faults in and zeroes every page: that costs several
-times a copy into memory that is already mapped (lesson 07 measures both on your machine: floor (b)
+times a copy into memory that is already mapped (lesson 08 measures both on your machine: floor (b)
 against floor (a), ``helpers.measure.copy_floors``). A
 ``SegmentPool`` lends segments out and takes them back instead of unlinking them: their pages stay
 allocated and mapped in this process, so the next copy into one costs what a warm copy costs.

@@ -2,7 +2,7 @@
 
 For each notebook: open it, clear its outputs, Run All Cells from the menu, wait until every code
 cell has a number and the kernel is idle, then fail on any traceback, error output or "Error
-displaying widget". In lesson 10 the widget panel is used by clicking: a size is chosen, Run is
+displaying widget". In lesson 11 the widget panel is used by clicking: a size is chosen, Run is
 pressed, and the plot must appear. A screenshot of each lesson goes to SCREENSHOTS (not in git).
 
 Needs Debian's chromium at CHROMIUM (``make test`` installs it) and Playwright for Python; no
@@ -96,7 +96,7 @@ def _errors_on(page) -> list[str]:
 
 
 def _use_the_showdown_panel(page) -> None:
-    """Lesson 10: choose the smallest size in the panel, press Run, wait for its plot."""
+    """Lesson 11: choose the smallest size in the panel, press Run, wait for its plot."""
     panel = page.locator(".jp-OutputArea-output .widget-box", has=page.locator("button", has_text="Run")).last
     size = panel.locator("select").first
     if size.count():

@@ -1,4 +1,4 @@
-"""The decision guide of lesson 10: complete, every cell sourced, rendered as tables."""
+"""The decision guide of lesson 11: complete, every cell sourced, rendered as tables."""
 
 import pytest
 
@@ -16,7 +16,7 @@ def test_every_cell_answers_and_says_where_it_was_shown():
         for key, cell in row.items():
             assert cell.text, (name, key)
             assert cell.lessons or cell.source, (name, key)
-            assert all(lesson in {f"{n:02d}" for n in range(10)} for lesson in cell.lessons), (name, key)
+            assert all(lesson in {f"{n:02d}" for n in range(12)} for lesson in cell.lessons), (name, key)
 
 
 def test_cells_cite_the_lesson_that_builds_the_strategy():
@@ -45,7 +45,7 @@ def test_text_table_can_show_one_question():
     header, rule, *body = text.splitlines()
     assert header.split() == ["strategy", "object", "dtype"]
     assert len(body) == len(strategies.NAMES)
-    assert "TypeError" in text and "(06)" in text
+    assert "TypeError" in text and "(07)" in text
     with pytest.raises(KeyError):
         decision_guide.as_text(question="colour")
 

@@ -1,4 +1,4 @@
-"""helpers.lessons.shared_memory_executor: lesson 07's hand-built version, its measurements and its
+"""helpers.lessons.shared_memory_executor: lesson 08's hand-built version, its measurements and its
 demonstrations.
 
 Real worker processes and real /dev/shm segments throughout; the autouse fixture in conftest.py

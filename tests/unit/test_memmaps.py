@@ -109,7 +109,7 @@ def test_a_spawned_pool_sums_slices_of_a_npy_file_mapped_by_path():
 
 def test_the_disk_folder_is_never_in_memory():
     """Where /tmp is tmpfs (Fedora, Arch, containers; the private test namespace here), the "disk"
-    folder falls back to /var/tmp or the home folder, so lesson 05's comparison stays honest."""
+    folder falls back to /var/tmp or the home folder, so lesson 06's comparison stays honest."""
     parent = memmap.disk_parent()
     assert memmap.filesystem_of(parent).fstype not in memmap.MEMORY_FILESYSTEMS
     with memmap.temporary_folder("disk") as folder:

@@ -185,7 +185,7 @@ def test_the_refusal_says_what_to_do():
 @needs_fork
 @pytest.mark.timeout(900)
 def test_the_showdown_runs_twice_in_one_process_which_never_runs_ray_and_forks_only_before_it():
-    """Lesson 10's showdown, every strategy, twice in this process (the panel's second run): the fork
+    """Lesson 11's showdown, every strategy, twice in this process (the panel's second run): the fork
     strategies fork here both times, the Ray strategies run in a spawned process of their own."""
     ray_imported = "ray" in sys.modules
     children_before = {child.pid for child in psutil.Process().children(recursive=True)}

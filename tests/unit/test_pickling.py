@@ -1,4 +1,4 @@
-"""helpers.lessons.pickle_baseline and the workers lesson 01 adds, in real spawned children and real pipes."""
+"""helpers.lessons.pickle_baseline and the workers lesson 02 adds, in real spawned children and real pipes."""
 
 import multiprocessing as mp
 import pickle

@@ -1,4 +1,4 @@
-"""Lesson 10's showdown views: the table, the blog's claims, the plots, and the reference loader."""
+"""Lesson 11's showdown views: the table, the blog's claims, the plots, and the reference loader."""
 
 import json
 

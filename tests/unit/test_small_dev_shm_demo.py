@@ -1,4 +1,4 @@
-"""Lesson 07's demonstration on a private 64 MiB /dev/shm: ours pickles what does not fit and is right."""
+"""Lesson 08's demonstration on a private 64 MiB /dev/shm: ours pickles what does not fit and is right."""
 
 from __future__ import annotations
 

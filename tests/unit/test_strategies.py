@@ -66,7 +66,7 @@ def test_every_strategy_runs_and_gives_sane_results(runs, name):
     result = runs[0][name]
     reason = strategies.STRATEGIES[name].unavailable(ARRAY_BYTES, N_WORKERS)
     if result.skipped is not None and name.startswith("ray_") and result.skipped.startswith("failed here"):
-        # Ray's start-up can time out on two busy cores (lesson 10 says so): run it once more, alone;
+        # Ray's start-up can time out on two busy cores (lesson 11 says so): run it once more, alone;
         # a strategy that is really broken fails again, and the test with it
         first_failure = result.skipped
         array = np.random.default_rng(0).random(ARRAY_BYTES // 8)
