@@ -18,7 +18,7 @@ NBVAL := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/s
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
-	@echo "make test       set up .venv, then lint, unit tests, bench targets, the notebooks under nbval, Binder-sized and in a browser"
+	@echo "make test       set up .venv, then lint, unit tests, bench targets, the notebooks under nbval, Binder-sized and in a browser (forkserver)"
 	@echo "make bench      rerun the benchmark on this machine and compare with the reference in results/"
 	@echo "make test-forkserver  every lesson with LAB_START_METHOD=forkserver (Python 3.14's Linux default)"
 	@echo "make test-binder  the lessons under nbval on a Binder-sized machine (64 MiB /dev/shm, 1 CPU; root)"
@@ -82,12 +82,17 @@ test-binder: $(INSTALLED)
 # A learner's view: JupyterLab on 127.0.0.1 with a random token and a temporary copy of notebooks/,
 # every lesson opened in headless Chromium (Playwright, Debian's /usr/bin/chromium, no browser
 # downloads), all cells run; screenshots land in tests/browser/screenshots/ (not in git).
+# The kernels run with BROWSER_START_METHOD (forkserver: Python 3.14's Linux default), so this one
+# pass also proves every lesson with forkserver (what make test-forkserver checks on its own).
 CHROMIUM ?= /usr/bin/chromium
+BROWSER_START_METHOD ?= forkserver
 test-browser: $(INSTALLED)
 	test -x $(CHROMIUM) || { apt-get update && apt-get install -y chromium; }
-	LAB_ARRAY_MB=$(TEST_ARRAY_MB) LAB_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser
+	LAB_START_METHOD=$(BROWSER_START_METHOD) LAB_ARRAY_MB=$(TEST_ARRAY_MB) LAB_CHROMIUM=$(CHROMIUM) \
+		$(BIN)/pytest tests/browser
 
-test: lint unit bench-check test-notebooks test-forkserver test-binder test-browser
+# test-forkserver is not repeated here: test-browser runs every lesson with forkserver.
+test: lint unit bench-check test-notebooks test-binder test-browser
 
 notebooks: $(INSTALLED)
 	$(BIN)/python -m tools.execute_notebooks execute notebooks/*.ipynb
