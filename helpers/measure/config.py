@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from dataclasses import dataclass
 
 from helpers.measure import system
 from helpers.measure.units import MiB
@@ -94,3 +95,63 @@ def describe(shm_copies: int = SHM_SHARE) -> str:
         f"array: {format_bytes(array_bytes(shm_copies))} ({size_source}); "
         f"workers: {n_workers()} ({worker_source})"
     )
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """One lesson's settings: the array's size in bytes, worker processes, start method."""
+
+    array_bytes: int
+    n_workers: int
+    start_method: str
+
+    def describe(self) -> str:
+        from helpers.measure.units import format_bytes
+
+        return (f"array: {format_bytes(self.array_bytes)}, workers: {self.n_workers}, "
+                f"start method: {self.start_method}")
+
+
+def knobs(array_mib: float | None = None, workers: int | None = None, method: str | None = None, *,
+          default_method: str, shm_copies: int = SHM_SHARE) -> Knobs:
+    """The knobs cell of a lesson: each argument given wins, else its ``LAB_*`` variable, else the
+    default that fits this machine (``array_bytes``, ``n_workers``, ``start_method``).
+
+    A size chosen here or in ``LAB_ARRAY_MB`` is checked against this machine before the lesson
+    writes anything: ValueError, in one line, when the array, ``workers`` + 4 copies of it, would
+    not fit in the available RAM, or ``shm_copies`` of it in the free ``/dev/shm``.
+    """
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be a whole number of at least 1, got {workers!r}")
+    count = workers if workers is not None else n_workers()
+    if method is not None:
+        os_methods = multiprocessing.get_all_start_methods()
+        if method not in os_methods:
+            raise ValueError(f"start method {method!r} is not available here; choose one of {os_methods}")
+    chosen = method or start_method(default_method)
+    if array_mib is None and not os.environ.get("LAB_ARRAY_MB"):
+        return Knobs(array_bytes(shm_copies), count, chosen)
+    if array_mib is not None:
+        if not isinstance(array_mib, int | float) or array_mib <= 0:
+            raise ValueError(f"array_mib must be a positive number of MiB, got {array_mib!r}")
+        size = max(8, int(array_mib * MiB) // 8 * 8)
+    else:
+        size = array_bytes(shm_copies)
+    _refuse_what_does_not_fit(size, count, shm_copies)
+    return Knobs(size, count, chosen)
+
+
+def _refuse_what_does_not_fit(size: int, workers: int, shm_copies: int) -> None:
+    from helpers.measure.units import format_bytes
+
+    copies = workers + COPIES_BESIDES_WORKERS
+    ram = system.available_memory()
+    if size * copies > ram:
+        raise ValueError(f"{format_bytes(size)} does not fit: this lesson may hold {copies} copies "
+                         f"({workers} workers + {COPIES_BESIDES_WORKERS}) and {format_bytes(ram)} of RAM "
+                         f"is available; choose at most {ram // copies // MiB} MiB")
+    shm = system.shm_free()
+    if shm is not None and size * shm_copies > shm:
+        raise ValueError(f"{format_bytes(size)} does not fit: this lesson may keep {shm_copies} copies "
+                         f"in /dev/shm and {format_bytes(shm)} is free; choose at most "
+                         f"{shm // shm_copies // MiB} MiB")

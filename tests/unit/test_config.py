@@ -3,6 +3,7 @@
 import multiprocessing
 
 import pytest
+from private_shm import needs_private_tmpfs, run_in_64_mib_dev_shm
 
 from helpers.measure import config, system
 from helpers.measure.units import MiB
@@ -74,3 +75,55 @@ def test_a_lesson_that_keeps_more_arrays_in_dev_shm_gets_a_smaller_default(monke
         assert config.array_bytes(shm_copies=8) <= shm_free // 8
     monkeypatch.setenv("LAB_ARRAY_MB", "3")  # the reader's choice always wins
     assert config.array_bytes(shm_copies=8) == 3 * MiB
+
+
+# --- knobs(): the knobs cell of a lesson --------------------------------------------------------------
+
+
+def test_knobs_arguments_win_over_the_environment_and_the_environment_over_defaults(monkeypatch):
+    monkeypatch.setenv("LAB_ARRAY_MB", "3")
+    monkeypatch.setenv("LAB_WORKERS", "2")
+    monkeypatch.setenv("LAB_START_METHOD", "spawn")
+    assert config.knobs(default_method="fork") == config.Knobs(3 * MiB, 2, "spawn")
+    assert config.knobs(5, 3, "forkserver", default_method="fork") == config.Knobs(5 * MiB, 3, "forkserver")
+    for name in ("LAB_ARRAY_MB", "LAB_WORKERS", "LAB_START_METHOD"):
+        monkeypatch.delenv(name)
+    chosen = config.knobs(default_method="spawn")
+    assert chosen == config.Knobs(config.array_bytes(), config.n_workers(), "spawn")
+    assert chosen.describe().startswith("array: ") and "start method: spawn" in chosen.describe()
+
+
+@pytest.mark.parametrize("bad, words", [
+    (dict(array_mib=-1), "positive number of MiB"),
+    (dict(array_mib="big"), "positive number of MiB"),
+    (dict(workers=0), "at least 1"),
+    (dict(workers=1.5), "whole number"),
+    (dict(method="threads"), "not available here"),
+])
+def test_knobs_refuse_bad_settings_in_one_line(bad, words):
+    with pytest.raises(ValueError, match=words) as raised:
+        config.knobs(default_method="spawn", **bad)
+    assert "\n" not in str(raised.value)
+
+
+def test_knobs_refuse_a_size_that_does_not_fit_in_ram_and_say_what_fits():
+    too_big = system.available_memory() // MiB  # one array fits, but not 2 workers' copies + 4
+    with pytest.raises(ValueError, match=r"does not fit: .* RAM .* choose at most \d+ MiB") as raised:
+        config.knobs(too_big, 2, default_method="spawn")
+    at_most = int(str(raised.value).rsplit("at most ", 1)[1].split()[0])
+    assert config.knobs(at_most, 2, default_method="spawn").array_bytes == at_most * MiB
+
+
+@needs_private_tmpfs
+def test_knobs_refuse_a_size_that_does_not_fit_in_a_64_mib_dev_shm():
+    done = run_in_64_mib_dev_shm("""
+        from helpers.measure import config
+        assert config.knobs(8, 1, default_method="spawn").array_bytes == 8 * 2**20
+        try:
+            config.knobs(32, 1, default_method="spawn")
+        except ValueError as error:
+            print(error)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "does not fit: this lesson may keep 4 copies in /dev/shm" in done.stdout
+    assert "choose at most 16 MiB" in done.stdout or "choose at most 15 MiB" in done.stdout

@@ -1,0 +1,67 @@
+"""The "Your turn" exercises of the lessons: the learner answers in a cell, a check cell says whether
+the answer holds on this run's measurements.
+
+Each lesson module defines its exercise as an ``Exercise``: a question, a ``check(answer,
+**measured)`` that returns ``None`` for a right answer or one sentence saying what is wrong, and a
+``solution(**measured)`` that gives the worked answer from the same measurements (so a right answer
+may differ between machines: "the size at which X wins" is read off this run). In the notebook::
+
+    answer = None  # your prediction: replace None
+    exercises.check(lesson.EXERCISE, answer, size_mib=..., ratio=...)
+
+A wrong answer raises ``WrongAnswer`` (an ``AssertionError``: the cell fails, as a check cell
+does, with the hint as its message); a right one prints why it is right. An answer left at
+``None`` prints the question again and fails nothing, so the lesson still runs top to bottom
+before the learner has tried; with ``LAB_SOLVE_EXERCISES=1`` (``make test`` sets it) the worked
+solution is checked in its place, which proves that every exercise can be solved on the machine
+that runs it. The unit tests feed each exercise a wrong answer, which proves that its check can
+fail.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+SOLVE_VARIABLE = "LAB_SOLVE_EXERCISES"
+
+
+class WrongAnswer(AssertionError):
+    """The learner's answer does not hold on this run's measurements."""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: ``check`` returns None when ``answer`` is right, else a one-sentence hint;
+    ``solution`` computes the worked answer from the same keyword measurements."""
+
+    name: str
+    question: str
+    check: Callable[..., str | None]
+    solution: Callable[..., Any]
+    explanation: str = ""
+
+
+def solving() -> bool:
+    """True when the worked solutions stand in for unanswered exercises (``LAB_SOLVE_EXERCISES``)."""
+    return os.environ.get(SOLVE_VARIABLE, "") not in ("", "0")
+
+
+def check(exercise: Exercise, answer: Any, **measured: Any) -> bool:
+    """Check ``answer`` against this run's ``measured`` values; print the verdict and return True
+    when right. Raises ``WrongAnswer`` with the hint when wrong. An answer of None prints the
+    question and returns False, unless ``solving()``: then the worked solution is checked instead."""
+    if answer is None:
+        if not solving():
+            print(f"Your turn ({exercise.name}): {exercise.question}\n"
+                  "Replace None in the cell above with your answer and run both cells again.")
+            return False
+        answer = exercise.solution(**measured)
+        print(f"({SOLVE_VARIABLE} is set: checking the worked solution.)")
+    problem = exercise.check(answer, **measured)
+    if problem is not None:
+        raise WrongAnswer(f"Not quite: {problem}")
+    print(f"Right. {exercise.explanation}".rstrip())
+    return True

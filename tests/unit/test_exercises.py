@@ -1,0 +1,35 @@
+"""helpers.lessons.exercises: an unanswered exercise fails nothing, a wrong answer fails its check
+cell with the hint, a right one passes, and LAB_SOLVE_EXERCISES checks the worked solution."""
+
+import pytest
+
+from helpers.lessons import exercises
+
+FASTER = exercises.Exercise(
+    name="which is faster",
+    question="which of 'a' and 'b' took less time?",
+    check=lambda answer, a, b: None if answer == ("a" if a < b else "b") else "compare the two times",
+    solution=lambda a, b: "a" if a < b else "b",
+    explanation="The smaller time wins.",
+)
+
+
+def test_an_unanswered_exercise_prints_the_question_and_fails_nothing(monkeypatch, capsys):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    assert exercises.check(FASTER, None, a=1.0, b=2.0) is False
+    assert "which of 'a' and 'b'" in capsys.readouterr().out
+
+
+def test_a_wrong_answer_raises_with_the_hint_and_a_right_one_passes(monkeypatch, capsys):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    with pytest.raises(exercises.WrongAnswer, match="compare the two times"):
+        exercises.check(FASTER, "b", a=1.0, b=2.0)
+    assert exercises.check(FASTER, "a", a=1.0, b=2.0) is True
+    assert "The smaller time wins." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value, solves", [("1", True), ("0", False), ("", False)])
+def test_lab_solve_exercises_checks_the_worked_solution(monkeypatch, capsys, value, solves):
+    monkeypatch.setenv(exercises.SOLVE_VARIABLE, value)
+    assert exercises.check(FASTER, None, a=3.0, b=2.0) is solves
+    assert ("worked solution" in capsys.readouterr().out) is solves
