@@ -12,7 +12,10 @@ INSTALLED := $(VENV)/.installed
 TEST_ARRAY_MB ?= 16
 # Jupyter refuses to run as root unless told to (containers, CI machines).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
-NBVAL := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
+# The test runs check each lesson's exercise with its worked solution (helpers.lessons.exercises), which
+# proves every exercise solvable; `make lab` leaves them for the learner.
+SOLVED := LAB_SOLVE_EXERCISES=1
+NBVAL := $(SOLVED) $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 
 .PHONY: help setup lab test lint unit bench-check test-notebooks test-forkserver test-binder test-browser notebooks bench clean
 
@@ -67,7 +70,7 @@ test-notebooks: $(INSTALLED)
 # which is about fork, says so and keeps fork for its contrast). Outputs are not compared
 # (--nbval-lax); an error or a failed check cell fails the run.
 test-forkserver: $(INSTALLED)
-	LAB_START_METHOD=forkserver LAB_ARRAY_MB=$(TEST_ARRAY_MB) $(BIN)/pytest --nbval-lax --nbval-current-env notebooks
+	$(SOLVED) LAB_START_METHOD=forkserver LAB_ARRAY_MB=$(TEST_ARRAY_MB) $(BIN)/pytest --nbval-lax --nbval-current-env notebooks
 
 # Binder's machine: one CPU and most likely a 64 MiB /dev/shm. The lessons run under nbval at their
 # DEFAULT sizes (LAB_ARRAY_MB empty: helpers.measure.config sizes them to fit) in a private mount namespace
@@ -88,7 +91,7 @@ CHROMIUM ?= /usr/bin/chromium
 BROWSER_START_METHOD ?= forkserver
 test-browser: $(INSTALLED)
 	test -x $(CHROMIUM) || { apt-get update && apt-get install -y chromium; }
-	LAB_START_METHOD=$(BROWSER_START_METHOD) LAB_ARRAY_MB=$(TEST_ARRAY_MB) LAB_CHROMIUM=$(CHROMIUM) \
+	$(SOLVED) LAB_START_METHOD=$(BROWSER_START_METHOD) LAB_ARRAY_MB=$(TEST_ARRAY_MB) LAB_CHROMIUM=$(CHROMIUM) \
 		$(BIN)/pytest tests/browser
 
 # test-forkserver is not repeated here: test-browser runs every lesson with forkserver.

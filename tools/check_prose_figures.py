@@ -31,7 +31,7 @@ FIGURE = re.compile(
 )
 SOURCE_WORDS = ("docs", "documentation", "reference machine", "reference results", "source:",
                 "according to", "reports", "reported", "default", "per the", "measured on", "blog",
-                "pep ", "paper", "manual")
+                "pep ", "paper", "manual", "word count", "words a minute")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])|\n\s*\n|\n\s*[-*|#]")
 NOT_PROSE = re.compile(r"`[^`]*`|\]\([^)]*\)|<[^>]+>|https?://\S+")
 

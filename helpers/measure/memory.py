@@ -16,7 +16,7 @@ import statistics
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -123,6 +123,27 @@ class MemoryReport:
         self.marks[label] = now
         self._exact_wanted = True
         return now
+
+    def name_roles(self, workers: Iterable[int] = (), named: Mapping[int, str] | None = None) -> None:
+        """Label the processes by role for plots and tables instead of by process id: the tracking
+        process "parent", ``named`` pids by their given name ("manager", "raylet"), ``workers``
+        "worker 1".."worker N" in the order given, then the other children by kind ("resource
+        tracker", "forkserver"), and the remaining ones "worker N+1".. in pid order."""
+        named = dict(named or {})
+        order = list(dict.fromkeys(workers))
+        for pid, text in sorted(self.process_labels.items()):
+            kind = text.split(" (")[0]
+            if pid in named:
+                continue
+            if kind == "this process":
+                named[pid] = "parent"
+            elif kind in ("resource tracker", "forkserver"):
+                named[pid] = kind
+            elif pid not in order:
+                order.append(pid)
+        named.update({pid: f"worker {i}" for i, pid in enumerate(order, start=1) if pid not in named})
+        for pid in self.process_labels:
+            self.process_labels[pid] = named.get(pid, self.process_labels[pid])
 
     @property
     def baseline(self) -> TreeSample:

@@ -297,3 +297,18 @@ def test_a_nested_block_keeps_the_outer_blocks_tracemalloc_peak():
     assert outer.peak_tracemalloc >= 50 * MiB
     assert MiB <= inner.peak_tracemalloc < 2 * MiB
     assert not tracemalloc.is_tracing()
+
+
+def test_name_roles_labels_the_parent_named_processes_and_workers_instead_of_pids():
+    context = mp.get_context("spawn")
+    with context.Pool(2) as pool, context.Manager() as manager:
+        workers_ = [process.pid for process in pool._pool]
+        manager_pid = manager._process.pid
+        with track_memory(interval=0.02) as report:
+            pool.map(abs, range(4))
+            time.sleep(0.1)
+        report.name_roles(workers=reversed(workers_), named={manager_pid: "manager"})
+    labels = report.process_labels
+    assert labels[os.getpid()] == "parent" and labels[manager_pid] == "manager"
+    assert [labels[pid] for pid in reversed(workers_)] == ["worker 1", "worker 2"]
+    assert not any(char.isdigit() for label in labels.values() if not label.startswith("worker") for char in label)
