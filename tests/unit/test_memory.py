@@ -311,4 +311,5 @@ def test_name_roles_labels_the_parent_named_processes_and_workers_instead_of_pid
     labels = report.process_labels
     assert labels[os.getpid()] == "parent" and labels[manager_pid] == "manager"
     assert [labels[pid] for pid in reversed(workers_)] == ["worker 1", "worker 2"]
-    assert not any(char.isdigit() for label in labels.values() if not label.startswith("worker") for char in label)
+    others = [label for label in labels.values() if not label.startswith("worker")]
+    assert not any(char.isdigit() for label in others for char in label)
