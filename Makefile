@@ -21,11 +21,11 @@ NBVAL := $(SOLVED) $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-wi
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
-	@echo "make test       set up .venv, then lint, unit tests, bench targets, the notebooks under nbval, Binder-sized and in a browser (forkserver)"
+	@echo "make test       set up .venv, then lint, unit tests, bench targets, the notebooks under nbval, and the learner's path on Binder in a browser"
 	@echo "make bench      rerun the benchmark on this machine and compare with the reference in results/"
 	@echo "make test-forkserver  every lesson with LAB_START_METHOD=forkserver (Python 3.14's Linux default)"
 	@echo "make test-binder  the lessons under nbval on a Binder-sized machine (64 MiB /dev/shm, 1 CPU; root)"
-	@echo "make test-browser every lesson run in JupyterLab in headless Chromium (installs Debian's chromium)"
+	@echo "make test-browser every lesson in order in one JupyterLab in headless Chromium, Binder-sized (root; installs Debian's chromium)"
 	@echo "make notebooks  re-execute every notebook in place at the default size, store outputs"
 	@echo "make clean      remove .venv, caches and leftovers of ours in /dev/shm and the temp folder"
 
@@ -82,20 +82,24 @@ test-binder: $(INSTALLED)
 	unshare --mount sh -c 'mount -t tmpfs -o size=$(BINDER_SHM) tmpfs /dev/shm && \
 		exec taskset -c 0 env LAB_ARRAY_MB= LAB_WORKERS= PYTHONPATH=. $(NBVAL) -p tests.binder_memory notebooks'
 
-# A learner's view: JupyterLab on 127.0.0.1 with a random token and a temporary copy of notebooks/,
-# every lesson opened in headless Chromium (Playwright, Debian's /usr/bin/chromium, no browser
-# downloads), all cells run; screenshots land in tests/browser/screenshots/ (not in git).
-# The kernels run with BROWSER_START_METHOD (forkserver: Python 3.14's Linux default), so this one
-# pass also proves every lesson with forkserver (what make test-forkserver checks on its own).
+# A learner's path on Binder: JupyterLab on 127.0.0.1 with a random token and a temporary copy of
+# notebooks/, every lesson opened in order in headless Chromium (Playwright, Debian's
+# /usr/bin/chromium, no browser downloads) and all its cells run, each lesson's kernel left running
+# as JupyterLab leaves it; the server and everything it starts on one CPU, in a 2 GB memory cgroup,
+# under a private BINDER_SHM /dev/shm, at the default sizes. Fails on any error shown, an OOM kill,
+# or a peak of the server's tree (PSS + /dev/shm) of 1.5 GiB. Needs root (unshare, the cgroup).
+# Screenshots land in tests/browser/screenshots/ (not in git).
 CHROMIUM ?= /usr/bin/chromium
-BROWSER_START_METHOD ?= forkserver
 test-browser: $(INSTALLED)
+	@test "$$(id -u)" = 0 || { echo "make test-browser needs root (unshare --mount, a memory cgroup)"; exit 1; }
 	test -x $(CHROMIUM) || { apt-get update && apt-get install -y chromium; }
-	$(SOLVED) LAB_START_METHOD=$(BROWSER_START_METHOD) LAB_ARRAY_MB=$(TEST_ARRAY_MB) LAB_CHROMIUM=$(CHROMIUM) \
-		$(BIN)/pytest tests/browser
+	unshare --mount sh -c 'mount -t tmpfs -o size=$(BINDER_SHM) tmpfs /dev/shm && \
+		exec env $(SOLVED) LAB_BINDER_PATH=1 LAB_ARRAY_MB= LAB_WORKERS= LAB_CHROMIUM=$(CHROMIUM) \
+		$(BIN)/pytest -s tests/browser'
 
-# test-forkserver is not repeated here: test-browser runs every lesson with forkserver.
-test: lint unit bench-check test-notebooks test-binder test-browser
+# test-binder and test-forkserver are not repeated here: test-browser is the Binder-sized run (with
+# every kernel left running), and .ci/run runs the lessons with forkserver on Python 3.12.
+test: lint unit bench-check test-notebooks test-browser
 
 notebooks: $(INSTALLED)
 	$(BIN)/python -m tools.execute_notebooks execute notebooks/*.ipynb

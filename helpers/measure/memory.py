@@ -226,11 +226,11 @@ class MemoryReport:
 
 
 class _TreeSampler:
-    """Background thread that samples the process tree rooted at this process."""
+    """Background thread that samples the process tree rooted at ``root_pid`` (this process by default)."""
 
-    def __init__(self, report: MemoryReport):
+    def __init__(self, report: MemoryReport, root_pid: int | None = None):
         self.report = report
-        self.root_pid = os.getpid()
+        self.root_pid = root_pid or os.getpid()
         self.cgroup_reader = system.cgroup_memory_usage_reader()
         self.shm_start = system.shm_used() or 0
         self.cgroup_start = self.cgroup_reader()
@@ -368,8 +368,12 @@ if hasattr(os, "register_at_fork"):
 
 
 @contextmanager
-def track_memory(interval: float = DEFAULT_INTERVAL, trace_python: bool = True) -> Iterator[MemoryReport]:
+def track_memory(interval: float = DEFAULT_INTERVAL, trace_python: bool = True,
+                 root_pid: int | None = None) -> Iterator[MemoryReport]:
     """Sample the whole process tree every ``interval`` seconds while the block runs.
+
+    The tree is this process and its descendants, or ``root_pid``'s (another process of ours, such
+    as a Jupyter server and its kernels; tracemalloc still sees this process only).
 
     Yields a MemoryReport that is filled when the block exits (also when it raises).
     ``trace_python`` also records tracemalloc's peak for this process (started here if needed;
@@ -384,7 +388,7 @@ def track_memory(interval: float = DEFAULT_INTERVAL, trace_python: bool = True) 
     if interval <= 0:
         raise ValueError(f"interval must be positive, got {interval}")
     report = MemoryReport(interval=interval)
-    sampler = _TreeSampler(report)
+    sampler = _TreeSampler(report, root_pid)
     started_tracing = False
     python_peak = None
     if trace_python:

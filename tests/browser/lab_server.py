@@ -33,6 +33,7 @@ class Lab:
     url: str  # http://127.0.0.1:PORT
     token: str
     root: Path  # the copy of notebooks/ the server shows
+    pid: int  # the server's process (its kernels are its children)
 
     def shut_down_kernels(self) -> None:
         """End every session (and its kernel) the server runs, the way closing a notebook's kernel does."""
@@ -69,8 +70,11 @@ def _wait_until_up(url: str, token: str, server: subprocess.Popen, log: Path) ->
 
 
 @contextmanager
-def running_lab(extra_env: dict[str, str] | None = None):
-    """Start JupyterLab over a copy of notebooks/; yield a Lab; stop it and remove the copy."""
+def running_lab(extra_env: dict[str, str] | None = None, cgroup=None, cpus: set[int] | None = None):
+    """Start JupyterLab over a copy of notebooks/; yield a Lab; stop it and remove the copy.
+
+    ``cgroup`` (a ``memory_cgroup.MemoryCgroup``) and ``cpus`` confine the server, and so every
+    kernel and worker it starts, the way a Binder container does."""
     folder = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}lab-"))
     root = folder / "notebooks"
     shutil.copytree(ROOT / "notebooks", root)
@@ -92,13 +96,19 @@ def running_lab(extra_env: dict[str, str] | None = None):
                "jupyterlab.NeverCheckForUpdate"]
     if os.geteuid() == 0:
         command.append("--allow-root")
+    def confine() -> None:  # runs in the server's process before it starts Jupyter
+        if cgroup is not None:
+            cgroup.add(os.getpid())
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
     with open(log, "w") as log_file:
         server = subprocess.Popen(command, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+                                  start_new_session=True, preexec_fn=confine)
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_until_up(url, token, server, log)
-        yield Lab(url, token, root)
+        yield Lab(url, token, root, server.pid)
     finally:
         _stop(server)
         shutil.rmtree(folder, ignore_errors=True)

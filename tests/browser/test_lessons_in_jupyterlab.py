@@ -7,6 +7,13 @@ pressed, and the plot must appear. A screenshot of each lesson goes to SCREENSHO
 
 Needs Debian's chromium at CHROMIUM (``make test`` installs it) and Playwright for Python; no
 browser is downloaded. The lessons run at LAB_ARRAY_MB (the Makefile passes the test size).
+
+With ``LAB_BINDER_PATH=1`` (``make test-browser``) the run is the path a learner takes on Binder:
+every lesson in order in one JupyterLab, each lesson's kernel left running (JupyterLab keeps it
+unless told otherwise), the server and all it starts confined to one CPU and a memory cgroup of
+Binder's 2 GB, under a 64 MiB ``/dev/shm`` (the Makefile mounts it) and at the default sizes. A
+sampler follows the server's whole tree; the last test fails on any OOM kill or when the tree's
+peak (PSS + ``/dev/shm``) reached ``PEAK_LIMIT_BYTES``, and prints the peak after each lesson.
 """
 
 from __future__ import annotations
@@ -19,16 +26,24 @@ from pathlib import Path
 
 import pytest
 from lab_server import ROOT, running_lab
+from memory_cgroup import memory_cgroup
+
+from helpers.measure.memory import track_memory
+from helpers.measure.units import format_bytes
 
 CHROMIUM = Path(os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium"))
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 NOTEBOOKS = sorted(path.name for path in (ROOT / "notebooks").glob("*.ipynb"))
 RUN_SECONDS = 240  # one lesson at the test size; the lessons promise under a minute at full size
 # Chromium as the machine's probe starts it: no sandbox as root, no GPU, and none of the background
-# connections a closed network refuses.
+# connections a closed network refuses; its own shared memory in /tmp, not in the run's small /dev/shm.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+                 "--disable-dev-shm-usage", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
 PROMPT = re.compile(r"^\[(\d+|\*| )\]:$")
+BINDER_PATH = os.environ.get("LAB_BINDER_PATH", "") not in ("", "0")
+BINDER_MEMORY_BYTES = 2 * 10**9  # Binder's default memory limit: 2 GB
+PEAK_LIMIT_BYTES = int(1.5 * 2**30)  # what the whole course may reach, with headroom below it
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
 if not CHROMIUM.exists():
@@ -38,8 +53,37 @@ if not CHROMIUM.exists():
 
 @pytest.fixture(scope="module")
 def lab():
-    with running_lab() as started:
-        yield started
+    if not BINDER_PATH:
+        with running_lab() as started:
+            yield started
+        return
+    try:
+        cgroup_made = memory_cgroup(BINDER_MEMORY_BYTES)
+        cgroup = cgroup_made.__enter__()
+    except (RuntimeError, OSError) as error:
+        pytest.fail(f"LAB_BINDER_PATH: cannot cap the server's memory as Binder does: {error}", pytrace=False)
+    try:
+        with running_lab(cgroup=cgroup, cpus={min(os.sched_getaffinity(0))}) as started, \
+                track_memory(interval=0.05, trace_python=False, root_pid=started.pid) as report:
+            yield BinderLab(started, cgroup, report)
+    finally:
+        cgroup_made.__exit__(None, None, None)
+
+
+class BinderLab:
+    """The lab of the Binder-path run, with its cgroup and the memory report of the server's tree."""
+
+    def __init__(self, lab, cgroup, report):
+        self.lab, self.cgroup, self.report = lab, cgroup, report
+        self.starts: list[tuple[str, float]] = []
+
+    def __getattr__(self, name):
+        return getattr(self.lab, name)
+
+    def peak_since(self, start: float) -> int:
+        """The tree's highest PSS + /dev/shm bytes in the samples taken since ``start``."""
+        window = [s for s in list(self.report.samples) if s.time >= start]
+        return max((s.pss + max(s.shm, 0) for s in window), default=0)
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +152,8 @@ def _use_the_showdown_panel(page) -> None:
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_the_lesson_runs_in_jupyterlab_without_errors(lab, browser, name):
+    if BINDER_PATH:
+        lab.starts.append((name, lab.report.mark(name)))
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(lab.notebook_url(name), wait_until="domcontentloaded", timeout=120_000)
@@ -123,7 +169,7 @@ def test_the_lesson_runs_in_jupyterlab_without_errors(lab, browser, name):
         except playwright_api.TimeoutError:
             pytest.fail(f"{name}: not every cell ran within {RUN_SECONDS} s; prompts {_prompts(page)}, "
                         f"errors shown {_errors_on(page)}")
-        if name.startswith("10_"):
+        if "showdown" in name:
             _use_the_showdown_panel(page)
         errors = _errors_on(page)
         assert not errors, f"{name} showed errors in JupyterLab: {errors}"
@@ -131,4 +177,27 @@ def test_the_lesson_runs_in_jupyterlab_without_errors(lab, browser, name):
     finally:
         page.screenshot(path=str(SCREENSHOTS / f"{Path(name).stem}.png"), full_page=True)
         page.close()
-        lab.shut_down_kernels()  # the next lesson starts on a quiet machine
+        if BINDER_PATH:
+            print(f"\n{name}: tree peak {format_bytes(lab.peak_since(lab.starts[-1][1]))} "
+                  f"(PSS + /dev/shm), kernels of every lesson so far still running")
+        else:
+            lab.shut_down_kernels()  # the next lesson starts on a quiet machine
+
+
+@pytest.mark.skipif(not BINDER_PATH, reason="the Binder-path run only (LAB_BINDER_PATH=1)")
+def test_the_whole_course_fits_binders_memory_with_every_kernel_left_running(lab):
+    """After every lesson ran, in order, with its kernel left running: no process was OOM-killed and
+    the server's tree never reached PEAK_LIMIT_BYTES (PSS + /dev/shm)."""
+    assert [name for name, _ in lab.starts] == NOTEBOOKS, "run the whole module: every lesson, in order"
+    ends = [start for _, start in lab.starts[1:]] + [float("inf")]
+    rows = []
+    for (name, start), end in zip(lab.starts, ends, strict=True):
+        window = [s for s in list(lab.report.samples) if start <= s.time <= end]
+        rows.append((name, max((s.pss + max(s.shm, 0) for s in window), default=0)))
+    print("\nBinder path: peak of the server's tree (PSS + /dev/shm) during each lesson:")
+    for name, peak in rows:
+        print(f"  {name:45s} {format_bytes(peak):>10s}")
+    print(f"  cgroup peak charge (page cache included): {format_bytes(lab.cgroup.peak_bytes() or 0)}")
+    assert lab.cgroup.oom_kills() == 0, "the OOM killer ended a process of the course"
+    over = [(name, format_bytes(peak)) for name, peak in rows if peak >= PEAK_LIMIT_BYTES]
+    assert not over, f"over {format_bytes(PEAK_LIMIT_BYTES)} on Binder's path: {over}"
