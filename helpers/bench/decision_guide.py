@@ -2,7 +2,7 @@
 
 One row per strategy (the names of ``helpers.bench.strategies.NAMES``), one column per question a
 reader asks before choosing (``QUESTIONS``). Every cell is a short answer and the lessons that
-showed it (``Cell.lessons``: "02" ... "10"); a cell the course did not demonstrate says where the
+showed it (``Cell.lessons``: "01" ... "10"); a cell the course did not demonstrate says where the
 fact comes from instead (``Cell.source``, e.g. the Python documentation). Plain data: render it
 with ``as_markdown()`` or ``as_text()``; nothing here measures anything.
 """
@@ -48,6 +48,16 @@ PY_DOCS = "Python docs"
 RAY_DOCS = "Ray docs"
 
 GUIDE: dict[str, dict[str, Cell]] = {
+    "threads": {
+        "writable": _c("yes, one array for all: every write seen at once (races: lock)",
+                       source="NumPy docs: thread safety"),
+        "start_methods": _c("none: threads of this process", "01"),
+        "os": _c("Linux (tested); any OS per the Python docs", "01"),
+        "crash_cleanup": _c("nothing shared to leak; a crash ends every thread",
+                            source="one process: its memory goes with it"),
+        "multi_node": _c(NO_NODE, source="threads of one process"),
+        "object_dtype": _c("yes, shared as is, but Python code on it holds the GIL", "01"),
+    },
     "pickle": {
         "writable": _c("private copy per task: writes are lost", "05"),
         "start_methods": _c("any: pickled whatever the method", "02"),

@@ -1,4 +1,4 @@
-"""The mechanisms of lessons 02-09 behind ``helpers.bench.harness.Mechanism``: one small class each,
+"""The mechanisms of lessons 01-09 behind ``helpers.bench.harness.Mechanism``: one small class each,
 built from each lesson's finished helpers. Ray's two (lesson 10) are in ``helpers.bench.ray_strategies``.
 
 Every pool uses an explicit start method and a ``helpers.measure.quiet_processes`` context (workers
@@ -15,6 +15,7 @@ import contextlib
 import importlib.util
 import multiprocessing
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -58,6 +59,25 @@ def start_pool(mechanism: Mechanism, stack: contextlib.ExitStack, initializer=No
 
 def _ram(array_bytes: int, copies: float, n_workers: int, per_worker: int = WORKER_RAM) -> int:
     return int(copies * array_bytes) + (n_workers + 1) * per_worker
+
+
+class Threads(Mechanism):
+    """Lesson 01: a ``ThreadPoolExecutor`` of this process. Every thread reads the caller's array
+    itself: nothing is sent or copied, and ``np.sum`` lets go of the GIL, so the sums run at once."""
+
+    start_method = "thread"
+    notes = ("threads of this process: nothing is set up, sent or copied; the round trip's result is the "
+             "new array one thread made, handed over as is")
+
+    @classmethod
+    def needs(cls, array_bytes, n_workers):
+        return Needs(ram=_ram(array_bytes, 2, 0))  # the round trip's result, and a spare
+
+    def start(self, data, stack):
+        pool = stack.enter_context(ThreadPoolExecutor(self.n_workers, thread_name_prefix="bench-thread"))
+        started = ExecutorWorkers(pool)
+        warm(started, self.n_workers)
+        return started
 
 
 class Pickle(Mechanism):

@@ -1,4 +1,5 @@
-"""One interface over every way of the course to share an array with worker processes (lessons 02-10).
+"""One interface over every way of the course to share an array with workers (lessons 01-10): threads of
+this process first, then worker processes.
 
 ``NAMES`` lists the strategies in lesson order; ``STRATEGIES[name]`` says what each is (title,
 lesson, start method, what the lessons showed it copies) and ``unavailable(array_bytes,
@@ -32,9 +33,9 @@ from helpers.measure import system
 from helpers.measure.timing import Timing
 from helpers.measure.units import format_bytes
 
-NAMES = ("pickle", "send_once", "manager", "fork_cow", "sharedctypes", "memmap_disk", "memmap_tmpfs",
-         "shared_memory", "executor", "reducer_torch", "reducer_shared_memory", "ray_by_value",
-         "ray_object_store")
+NAMES = ("threads", "pickle", "send_once", "manager", "fork_cow", "sharedctypes", "memmap_disk",
+         "memmap_tmpfs", "shared_memory", "executor", "reducer_torch", "reducer_shared_memory",
+         "ray_by_value", "ray_object_store")
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ class Strategy:
 def _strategies() -> dict[str, Strategy]:
     m, r = mechanisms, ray_strategies
     table = [
+        ("threads", "threads of this process (ThreadPoolExecutor)", "01",
+         "zero-copy: every thread reads the same array", m.Threads),
         ("pickle", "pickle per task (Pool.map)", "02", "one pickled copy per task", m.Pickle),
         ("send_once", "send once per worker (Pool initializer)", "03",
          "one copy per worker, sent at start-up", m.SendOnce),

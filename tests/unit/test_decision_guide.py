@@ -37,7 +37,9 @@ def test_markdown_table_has_a_row_per_strategy_and_a_column_per_question():
     assert len(lines) == 2 + len(strategies.NAMES)
     assert lines[0].count("|") == len(QUESTIONS) + 2
     assert all(line.count("|") == len(QUESTIONS) + 2 for line in lines[2:])
-    assert lines[2].startswith("| pickle per task | ")
+    row_of = {name: 2 + index for index, name in enumerate(strategies.NAMES)}
+    assert lines[row_of["pickle"]].startswith("| pickle per task | ")
+    assert lines[row_of["threads"]].startswith("| threads | ")
 
 
 def test_text_table_can_show_one_question():

@@ -36,7 +36,7 @@ def test_conda_environment_pins_what_pyproject_pins():
 
 
 def test_conda_environment_asks_for_the_newest_python_ci_tests():
-    tested = re.search(r"for version in ([\d. ]+);", (ROOT / ".ci" / "run").read_text()).group(1).split()
+    tested = re.search(r"^versions=\(([\d. ]+)\)$", (ROOT / ".ci" / "run").read_text(), re.M).group(1).split()
     newest = max(tested, key=lambda version: tuple(int(part) for part in version.split(".")))
     environment = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert f"python={newest}" in environment["dependencies"]

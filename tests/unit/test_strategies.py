@@ -46,11 +46,15 @@ def ray_runs_here() -> bool:
 
 
 def test_the_registry_follows_the_contract():
-    assert tuple(strategies.STRATEGIES) == strategies.NAMES and len(strategies.NAMES) == 13
+    assert tuple(strategies.STRATEGIES) == strategies.NAMES
+    assert len(set(strategies.NAMES)) == len(strategies.NAMES)
+    assert strategies.NAMES[0] == "threads" and strategies.NAMES[1] == "pickle"  # lesson order
     for name, strategy in strategies.STRATEGIES.items():
         assert strategy.name == name and strategy.title and strategy.copies
-        assert strategy.lesson in {f"{n:02d}" for n in range(1, 10)}
-        assert strategy.start_method in {"spawn", "fork", "ray"}
+        assert strategy.lesson in {f"{n:02d}" for n in range(1, 11)}
+        assert strategy.start_method in {"thread", "spawn", "fork", "ray"}
+    lessons = [strategy.lesson for strategy in strategies.STRATEGIES.values()]
+    assert lessons == sorted(lessons)
 
 
 @pytest.mark.timeout(RUNS_TIMEOUT)
