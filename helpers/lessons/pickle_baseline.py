@@ -6,7 +6,8 @@
 ``multiprocessing`` connection with pickle protocol 5: the pickle stays tiny and each large buffer
 (an ndarray's memory) crosses the pipe raw, straight from the sender's memory, with no pickling
 copy. ``sum_server`` starts a child that answers each array sent with its sum, to time the round
-trip of each way of sending.
+trip of each way of sending. ``time_fan_outs`` and ``track_memory_while_workers_hold`` are the fan-out
+and memory measurements of lesson 02; ``EXERCISE`` is its "Your turn".
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ import os
 import pickle
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
+from helpers.lessons import workers
+from helpers.lessons.exercises import Exercise
+from helpers.measure import memory
 from helpers.measure.timing import Timing, time_it
 
 # How ``sum_server`` sends each array (see ``sum_arrays_received``).
@@ -30,6 +35,8 @@ OUT_OF_BAND = "out-of-band, recv_bytes_into"  # protocol 5; buffers raw; Connect
 OUT_OF_BAND_DIRECT = "out-of-band, read into"  # protocol 5; buffers raw; read from the pipe directly
 TRANSFERS = (PICKLED, OUT_OF_BAND, OUT_OF_BAND_DIRECT)
 STOP_TIMEOUT = 10.0  # seconds a helper child gets to finish before it is terminated
+HOLD_TIMEOUT = 60.0  # seconds a worker gets to receive and read its array
+SUBMIT, MAP = "ProcessPoolExecutor.submit", "Pool.map"  # the two pools of the fan-out
 
 
 @dataclass(frozen=True)
@@ -236,6 +243,167 @@ def sum_server(context) -> Iterator[Callable[[np.ndarray, str], float]]:
             return receiver.recv()
 
         yield ask
+
+
+def fan_out_submit(executor, arrays: Sequence[np.ndarray]) -> list[float]:
+    """One task per array through a ProcessPoolExecutor: each array is pickled and piped on its own."""
+    futures = [executor.submit(workers.sum_array, a) for a in arrays]
+    return [future.result() for future in futures]
+
+
+def fan_out_map(pool, arrays: Sequence[np.ndarray]) -> list[float]:
+    """One task per array through a multiprocessing Pool (``chunksize=1``: one array a task)."""
+    return pool.map(workers.sum_array, arrays, chunksize=1)
+
+
+def split_ways(array: np.ndarray, n_workers: int) -> dict[str, list[np.ndarray]]:
+    """Ways to give ``n_workers`` workers the array, as the lists of arguments one fan-out sends.
+
+    "whole": the same array to each (references, nothing copied yet); "slices": one contiguous
+    slice each; "strided": every ``n_workers``-th element, from a different start for each;
+    "first half": the same first half to each. Slices are views: nothing is copied either.
+    """
+    if not isinstance(n_workers, int) or n_workers < 1:
+        raise ValueError(f"n_workers must be a whole number of at least 1, got {n_workers!r}")
+    bounds = np.linspace(0, array.size, n_workers + 1).astype(int)
+    return {
+        "whole": [array] * n_workers,
+        "slices": [array[start:stop] for start, stop in zip(bounds[:-1], bounds[1:], strict=True)],
+        "strided": [array[start::n_workers] for start in range(n_workers)],
+        "first half": [array[: array.size // 2]] * n_workers,
+    }
+
+
+def bytes_pickled(arrays: Sequence[np.ndarray]) -> int:
+    """Bytes of the pickles a pool sends for one task per array (``ForkingPickler.dumps``)."""
+    return sum(len(ForkingPickler.dumps(a)) for a in arrays)
+
+
+def arrays_pickled(array: np.ndarray, n_workers: int) -> dict[str, float]:
+    """For each of ``split_ways``, the bytes pickled by one fan-out, in arrays (1.0: one array's bytes)."""
+    return {way: bytes_pickled(arrays) / array.nbytes for way, arrays in split_ways(array, n_workers).items()}
+
+
+def time_fan_outs(context, n_workers: int, ways: Mapping[str, Sequence[np.ndarray]], repeat: int
+                  ) -> tuple[dict[tuple[str, str], Timing], dict[tuple[str, str], list[float]]]:
+    """Seconds of one fan-out of each list in ``ways`` through each pool (SUBMIT, MAP), and the sums.
+
+    Keys are (pool, way). Each pool is started and its workers warmed by each list's first fan-out,
+    which also gives the sums returned; neither is timed, so pool start-up is excluded.
+    """
+    timings, sums = {}, {}
+    with ProcessPoolExecutor(n_workers, mp_context=context) as executor:
+        for way, arrays in ways.items():
+            sums[SUBMIT, way] = fan_out_submit(executor, arrays)
+            timings[SUBMIT, way] = time_it(lambda arrays=arrays: fan_out_submit(executor, arrays),
+                                           repeat=repeat, warmup=0)
+    with context.Pool(n_workers) as pool:
+        for way, arrays in ways.items():
+            sums[MAP, way] = fan_out_map(pool, arrays)
+            timings[MAP, way] = time_it(lambda arrays=arrays: fan_out_map(pool, arrays),
+                                        repeat=repeat, warmup=0)
+    return timings, sums
+
+
+def hold_in_every_worker(pool, manager, data: np.ndarray, n_workers: int):
+    """Send ``data`` to each of the pool's ``n_workers`` workers; return (release event, tasks) once
+    each holds its copy. Each task blocks its worker, so the tasks land on different workers."""
+    release = manager.Event()
+    readies = [manager.Event() for _ in range(n_workers)]
+    tasks = [pool.apply_async(workers.hold_array, (data, ready, release)) for ready in readies]
+    for ready in readies:
+        if not ready.wait(HOLD_TIMEOUT):
+            raise RuntimeError(f"a worker did not receive its array within {HOLD_TIMEOUT:.0f} s")
+    return release, tasks
+
+
+def _let_sampler_see(report, since: str | float, samples: int = 5, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(report.window(since)) < samples and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def track_memory_while_workers_hold(context, n_workers: int, data: np.ndarray) -> memory.MemoryReport:
+    """Track the process tree's memory (bytes) while each of ``n_workers`` pool workers holds ``data``.
+
+    A ``Pool`` and a ``Manager`` (its events travel as task arguments) are started and every worker
+    warmed with a tiny array before tracking begins. Marks: "send" (tasks submitted), "all holding"
+    (each worker has read every page of its copy), "release". Processes are named by role: parent,
+    worker 1..N, manager.
+    """
+    with context.Manager() as manager, context.Pool(n_workers) as pool:
+        release, tasks = hold_in_every_worker(pool, manager, data[:8], n_workers)
+        release.set()
+        [task.get(HOLD_TIMEOUT) for task in tasks]
+        with memory.track_memory() as report:
+            _let_sampler_see(report, 0.0)
+            report.mark("send")
+            release, tasks = hold_in_every_worker(pool, manager, data, n_workers)
+            report.mark("all holding")
+            _let_sampler_see(report, "all holding")
+            report.mark("release")
+            release.set()
+            [task.get(HOLD_TIMEOUT) for task in tasks]
+            _let_sampler_see(report, "release")
+        report.name_roles(workers=[process.pid for process in pool._pool],
+                          named={manager._process.pid: "manager"})
+    return report
+
+
+def about(ratio: float) -> str:
+    """A measured ratio rounded to two significant digits for prose: 9447.2 -> '9,400', 75.04 -> '75',
+    2.31 -> '2.3' (timings on a shared machine support no more)."""
+    if ratio == 0 or not np.isfinite(ratio):
+        return f"{ratio:g}"
+    rounded = float(f"{ratio:.2g}")
+    return f"{rounded:,.0f}" if rounded >= 10 else f"{rounded:g}"
+
+
+def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: float, array_bytes: int):
+    """Stacked bars of the stages' medians beside one task end to end, in ms, with the warm floor."""
+    import matplotlib.pyplot as plt
+
+    from helpers.measure.units import format_bytes
+
+    _, ax = plt.subplots(figsize=(9, 3), layout="constrained")
+    left = 0.0
+    for stage, seconds in breakdown.stages.items():
+        ax.barh("its stages, timed apart", seconds * 1e3, left=left * 1e3, label=stage)
+        left += seconds
+    ax.barh("one task, end to end", one_task * 1e3, color="grey", label="one task")
+    ax.axvline(warm_floor * 1e3, color="black", linestyle="--", label="memcpy floor, warm")
+    ax.set_xlabel("time (ms)")
+    ax.set_title(f"Sending one {format_bytes(array_bytes)} array to a worker, stage by stage")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return ax
+
+
+EXERCISE_WAYS = ("strided", "first half")  # the ways of ``split_ways`` the exercise asks about
+
+
+def _check_pickled_prediction(answer, n_workers: int, sent: Mapping[str, float]) -> str | None:
+    if not isinstance(answer, Mapping) or set(answer) != set(EXERCISE_WAYS):
+        return f"answer with a dict of one number per way, keys {list(EXERCISE_WAYS)}, in arrays"
+    for way in EXERCISE_WAYS:
+        predicted, measured = answer[way], sent[way]
+        if not isinstance(predicted, int | float) or abs(predicted - measured) > 0.05 * measured + 0.01:
+            return (f"{way!r}: one fan-out to {n_workers} workers pickled {measured:.2f} arrays, not "
+                    f"{predicted!r}; a view pickles a copy of the elements it shows, once per task")
+    return None
+
+
+EXERCISE = Exercise(
+    name="bytes through the pipes",
+    question=("one fan-out sends one task per worker. How many arrays' worth of bytes does it pickle "
+              "when worker i gets array[i::N_WORKERS] ('strided'), or every worker gets "
+              "array[:array.size // 2] ('first half')? Answer {'strided': ..., 'first half': ...}, "
+              "in arrays (1.0 = the array's bytes)."),
+    check=_check_pickled_prediction,
+    solution=lambda n_workers, sent: {"strided": 1.0, "first half": n_workers / 2},
+    explanation=("A view, strided or not, pickles a copy of just the elements it shows, and every task "
+                 "pickles its own argument: the strided views add up to one array, the same half sent "
+                 "to each worker costs half an array per worker."),
+)
 
 
 # --- Worker functions (run in child processes; importable by name under spawn and forkserver) ---

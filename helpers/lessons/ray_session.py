@@ -32,6 +32,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,7 +270,17 @@ def _cleaned_up(folders: list[Path], stop) -> Iterator[None]:
             while new := remember():  # a process started while Ray stopped (a worker, a reaper)
                 _wait_or_kill(new)
             for folder in folders:
-                shutil.rmtree(folder, ignore_errors=True)
+                _remove_folder(folder)
+
+
+def _remove_folder(folder: Path) -> None:
+    """Remove ``folder``; again, a few times, while something of Ray's still ending writes into it (a
+    ``ray.init`` that timed out leaves processes whose last files can land after the first pass)."""
+    for _ in range(5):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return
+        time.sleep(0.2)
 
 
 def _wait_or_kill(processes: list[psutil.Process]) -> None:

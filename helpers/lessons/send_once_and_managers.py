@@ -10,8 +10,11 @@ Three ways to give it to pool workers:
 - through a manager: the data lives in one manager process and every item read is a round trip.
 
 ``installed_pool`` is the finished version of the second way. ``seconds_per_task`` and the
-read-timing functions measure what each way costs, in seconds. Everything a worker runs is here,
-in an importable module: a spawned worker imports it by name.
+read-timing functions measure what each way costs, in seconds; ``proxy_task_costs`` runs the
+proxy's pools. ``post_items`` rebuilds the list of a widely read post on Keras ``Sequence``
+workers, and ``EXERCISE`` is the lesson's "Your turn" on it. Everything a worker runs is here,
+in an importable module: a spawned worker imports it by name. The lesson's figures and table
+are in ``send_once_and_managers_figures``.
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ import time
 import types
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
 from helpers.lessons import ray_session
+from helpers.lessons.exercises import Exercise
 from helpers.measure.timing import Timing, time_it
+from helpers.measure.units import format_bytes, format_seconds
 
 ITEM_FLOATS = 1024  # one item: 1024 float64 numbers, 8 KiB (a 32x32 image, say)
 ITEM_BYTES = ITEM_FLOATS * 8
@@ -81,6 +87,11 @@ def items_sum(items, indices: Sequence[int]) -> float:
     return float(sum(np.sum(items[i]) for i in indices))
 
 
+def item_at(items, idx: int):
+    """``items[idx]``: one read (one round trip on a proxy), as in the post's ``get_item``."""
+    return items[idx]
+
+
 # --- Work done with the object installed once per worker ------------------------------------
 
 _installed: object | None = None
@@ -116,6 +127,11 @@ def installed_batch_sum(idx: int) -> float:
 def installed_items_sum(indices: Sequence[int]) -> float:
     """``items_sum`` over the installed list or proxy (the task sends only the indices)."""
     return items_sum(installed(), indices)
+
+
+def installed_item_at(idx: int):
+    """``item_at`` on the installed list or proxy (the task sends only the index)."""
+    return item_at(installed(), idx)
 
 
 def installed_length(_=None) -> tuple[int, int]:
@@ -307,3 +323,163 @@ def format_table(rows: Sequence[dict[str, str]]) -> str:
     widths = {c: max(len(c), *(len(str(row[c])) for row in rows)) for c in columns}
     lines = [{c: c for c in columns}, {c: "-" * widths[c] for c in columns}, *rows]
     return "\n".join("  ".join(f"{str(line[c]):<{widths[c]}}" for c in columns).rstrip() for line in lines)
+
+
+# --- Memory held still, and the proxy's pools -------------------------------------------------
+
+
+def hold(report, label: str, seconds: float) -> None:
+    """Mark ``label`` on a ``MemoryReport``, keep still ``seconds``, then mark ``label + " ends"``:
+    a window of samples the sampler took of that state."""
+    report.mark(label)
+    time.sleep(seconds)
+    report.mark(f"{label} ends")
+
+
+def held_pss(report, label: str) -> float:
+    """Median PSS (bytes) of this process's descendants while ``hold(report, label, ...)`` kept
+    still, above what they held when tracking began."""
+    return descendants_pss(report.window(label, f"{label} ends")) - descendants_pss([report.baseline])
+
+
+@dataclass(frozen=True)
+class ResendMemory:
+    """PSS (bytes) around tasks that carry the object: ``idle_pool``, the pool's processes before any
+    task; ``worst`` and ``after``, how far the whole tree rose above that idle state at its worst
+    while tasks carried the largest object, and once they were done."""
+
+    idle_pool: float
+    worst: float
+    after: float
+
+
+def resend_memory(report, largest: str = "largest per task") -> ResendMemory:
+    """Read ``ResendMemory`` off a report held still at "pool idle" and "tasks done", with the
+    largest object's tasks begun at the mark ``largest``."""
+    idle_tree = report.steady("pool idle", "pool idle ends").pss
+    worst = max(sample.pss for sample in report.window(largest, "tasks done ends"))
+    after = report.steady("tasks done", "tasks done ends").pss
+    return ResendMemory(held_pss(report, "pool idle"), worst - idle_tree, after - idle_tree)
+
+
+def move_into_manager(manager, item_lists: Sequence[list], report,
+                      seconds: float) -> tuple[list[float], list]:
+    """``manager.list(items)`` for each list, largest (last) first, held still ``seconds`` under the
+    mark "largest list held" so the sampler sees it alone. Returns (seconds each move took,
+    proxies), both in the order of ``item_lists``."""
+    moved, proxies = [], []
+    for items in reversed(item_lists):
+        start = time.perf_counter()
+        proxies.insert(0, manager.list(items))  # the list is pickled into the manager process, once
+        moved.insert(0, time.perf_counter() - start)
+        if len(proxies) == 1:
+            hold(report, "largest list held", seconds)
+    return moved, proxies
+
+
+@dataclass(frozen=True)
+class ProxyCosts:
+    """Seconds measured through Manager list proxies: ``worker_reads``, a worker's single reads one by
+    one; ``by_size``, a task sent each list's proxy that reads one batch's items one by one;
+    ``sent`` and ``installed``, {reads per task: Timing} with the largest list's proxy sent with
+    every task or installed once per worker; ``workers``, the pids of both pools' workers."""
+
+    worker_reads: list[float]
+    by_size: list[Timing]
+    sent: dict[int, Timing]
+    installed: dict[int, Timing]
+    workers: list[int]
+
+
+def proxy_task_costs(context, n_workers: int, proxies: Sequence, reads_per_task: Sequence[int],
+                     tasks: int, single_reads: int) -> ProxyCosts:
+    """Time ``tasks`` tasks (after one warm-up) per setting in two pools: one sent the proxy with
+    every task (``items_sum(proxy, range(k))``), one with the last proxy installed by an
+    initializer (``installed_items_sum(range(k))``); and ``single_reads`` reads from a worker."""
+    proxy, batch = proxies[-1], range(BATCH_ITEMS)
+    with context.Pool(n_workers) as pool:
+        workers = list(answers_from_every_worker(pool, n_workers))
+        worker_reads = pool.apply(read_seconds, (proxy, range(single_reads)))
+        by_size = [seconds_per_task(pool, items_sum, [(p, batch)] * (1 + tasks)) for p in proxies]
+        sent = {k: seconds_per_task(pool, items_sum, [(proxy, range(k))] * (1 + tasks))
+                for k in reads_per_task}
+    with context.Pool(n_workers, initializer=install, initargs=(proxy,)) as pool:
+        workers += list(answers_from_every_worker(pool, n_workers))
+        installed = {k: seconds_per_task(pool, installed_items_sum, [(range(k),)] * (1 + tasks))
+                     for k in reads_per_task}
+    return ProxyCosts(worker_reads, by_size, sent, installed, workers)
+
+
+# --- The Keras post's setting, and the lesson's exercise ------------------------------------------
+
+POST_ITEMS = 100_000  # the post's list: 100,000 items, each read by one task
+WAYS = ("every task", "proxy", "installed")  # the list sent with every task, a Manager proxy, installed once
+
+
+def post_items(n_items: int = POST_ITEMS) -> list[tuple[str, list[int]]]:
+    """The post's list: ``n_items`` tuples ``('test_string', [1, 3, 4])``, one string shared by all
+    (its ``['test_string'] * 100000``) and a small list each: many small objects to pickle."""
+    name = "test_string"
+    return [(name, [1, 3, 4]) for _ in range(n_items)]
+
+
+def _check_post_race(answer, every_task: float, proxy: float, installed: float) -> str | None:
+    if not isinstance(answer, dict) or set(answer) != {"fastest", "proxy_speedup"}:
+        return f'answer with a dict: {{"fastest": one of {WAYS}, "proxy_speedup": a number}}'
+    seconds = dict(zip(WAYS, (every_task, proxy, installed), strict=True))
+    fastest = min(seconds, key=seconds.get)
+    if answer["fastest"] != fastest:
+        return (f"{answer['fastest']!r} was not the fastest per task here; which way sends the least "
+                "with each task and makes no round trip?")
+    guess, speedup = answer["proxy_speedup"], every_task / proxy
+    if not isinstance(guess, int | float) or guess <= 0:
+        return "proxy_speedup is how many times faster the proxy was than sending the list: a positive number"
+    if not speedup / 3 <= guess <= 3 * speedup:
+        side = "more" if guess < speedup else "less"
+        return (f"the proxy gained {side} than that: the list is re-pickled item by item with every task, "
+                "the proxy pays one connection and one round trip; compare the two per-task times above")
+    return None
+
+
+def _solve_post_race(every_task: float, proxy: float, installed: float) -> dict:
+    seconds = dict(zip(WAYS, (every_task, proxy, installed), strict=True))
+    return {"fastest": min(seconds, key=seconds.get), "proxy_speedup": every_task / proxy}
+
+
+EXERCISE = Exercise(
+    name="the Keras post's race",
+    question=(f"with the post's list of {POST_ITEMS:,} small tuples and one item read per task, which way "
+              f"is fastest per task, one of {WAYS}, and how many times faster is the proxy than sending "
+              'the list with every task (within a factor of 3)? '
+              'answer = {"fastest": ..., "proxy_speedup": ...}'),
+    check=_check_post_race,
+    solution=_solve_post_race,
+    explanation=("Sending the list re-pickles 100,000 objects per task; the proxy sends a token, connects "
+                 "and makes one round trip; the installed list sends only the index."),
+)
+
+
+# --- Figures in prose: no more digits than a noisy timing supports --------------------------------
+
+
+def approx_seconds(seconds: float) -> str:
+    """A duration rounded to two significant digits, for prose ('37 ms', '430 ms', '1.2 s')."""
+    return format_seconds(float(f"{seconds:.2g}"))
+
+
+def approx_bytes(n_bytes: float) -> str:
+    """A size rounded to two significant digits, for prose ('270 MiB')."""
+    return format_bytes(float(f"{n_bytes:.2g}"))
+
+
+def break_even_verdict(reads: float | None) -> str:
+    """Say what ``break_even_reads`` returned: cheaper below how many reads per task, or never."""
+    if reads is None:
+        return "dearer even with no read at all"
+    return f"cheaper below {reads:,.0f} reads per task" if reads >= 1 else "dearer from the first read on"
+
+
+def approx_ratio(ratio: float) -> str:
+    """A ratio rounded to two significant digits, for prose ('1.4', '15', '140', '1,500')."""
+    rounded = float(f"{ratio:.2g}")
+    return f"{rounded:,.0f}" if rounded >= 10 else f"{rounded:g}"

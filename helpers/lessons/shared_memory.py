@@ -3,9 +3,11 @@
 Lesson 07 shows what goes wrong without putting its own kernel at risk: every demonstration that
 may unlink a segment behind our back, crash (SIGSEGV) or be killed (SIGBUS) runs in a fresh
 Python interpreter started with ``subprocess``, and the caller gets a ``ChildOutcome`` back
-(exit status, what it printed, whether the segment still exists afterwards). Also here:
-``attach_and_hold_in_workers``, which holds workers idle and then attached, so the memory a
-shared array costs can be measured between two steady states.
+(exit status, what it printed, whether the segment still exists afterwards). Also here: the
+by-hand copy into a new segment (``copy_into_new_segment``), ``attach_and_hold_in_workers``, which
+holds workers idle and then attached, so the memory a shared array costs can be measured between
+two steady states, and ``EXERCISE``, the lesson's "Your turn". The shared table and the forked
+child's object read are in ``helpers.lessons.shared_memory_tables``.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import sys
 import textwrap
 import time
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 
 from helpers.lessons import workers
+from helpers.lessons.exercises import Exercise
 from helpers.measure.leftovers import SHM_DIR
+from helpers.measure.timing import stopwatch, time_it
 from helpers.measure.units import MiB
 from helpers.shared.shm import ArrayHandle, SharedNDArray
 
@@ -58,6 +63,37 @@ class ChildOutcome:
         """The warning lines the child printed, without the file path in front ('UserWarning: ...')."""
         return [line[line.index(": ") + 2:].strip() if line.startswith("/") else line.strip()
                 for line in self.stderr.splitlines() if "Warning: " in line]
+
+
+@dataclass(frozen=True)
+class SegmentCopy:
+    """One copy of an array into a new segment: seconds of the first copy (fresh pages) and the
+    median of later copies into the same, now resident, pages; whether the bytes arrived exactly;
+    the segment's name and whether it still existed in /dev/shm after ``unlink``."""
+
+    fresh_seconds: float
+    resident_seconds: float
+    copied_exactly: bool
+    name: str
+    exists_after_unlink: bool
+
+
+def copy_into_new_segment(source: np.ndarray, repeat: int = 3) -> SegmentCopy:
+    """By hand: create a segment, view it as an array, time the first copy in and the later ones
+    (seconds), then delete the view, close and unlink the segment whatever happened."""
+    segment = SharedMemory(create=True, size=source.nbytes)
+    try:
+        view = np.ndarray(source.shape, dtype=source.dtype, buffer=segment.buf)
+        with stopwatch() as first_copy:
+            np.copyto(view, source)  # every page is faulted in and zeroed, then written
+        resident = time_it(partial(np.copyto, view, source), repeat=repeat)  # pages already there
+        copied_exactly = bool(np.array_equal(view, source))
+        del view  # a live view keeps segment.buf exported: close() would raise BufferError
+    finally:
+        segment.close()
+        segment.unlink()
+    return SegmentCopy(first_copy.seconds, resident.median, copied_exactly, segment.name,
+                       (SHM_DIR / segment.name).exists())
 
 
 def run_python(code: str, *args: str, timeout: float = CHILD_TIMEOUT_SECONDS) -> subprocess.CompletedProcess:
@@ -220,6 +256,34 @@ def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, rep
         go.set()
         release.set()
         join_or_kill(processes, timeout)
+
+
+def _check_growth_prediction(answer, n_workers: int, rss_arrays: float, pss_arrays: float,
+                             noise_arrays: float) -> str | None:
+    if not isinstance(answer, dict) or set(answer) != {"rss", "pss"} or not all(
+            isinstance(answer[key], int | float) for key in answer):
+        return "answer with a dict of two numbers, {'rss': ..., 'pss': ...}, in arrays"
+    if abs(answer["rss"] - rss_arrays) > 0.3 * rss_arrays + 0.3:
+        return (f"the RSS sum grew by {rss_arrays:.2f} arrays, not {answer['rss']!r}: RSS counts every "
+                f"page a process maps, shared or not, once in each of the {n_workers} workers")
+    predicted_pss = answer["pss"]
+    if abs(predicted_pss - pss_arrays) > 0.5 + noise_arrays or predicted_pss >= 0.5 * n_workers:
+        return (f"the tree's PSS grew by {pss_arrays:.2f} arrays, not {predicted_pss!r}: PSS divides each "
+                "page among the processes that map it, and these pages were already counted once")
+    return None
+
+
+EXERCISE = Exercise(
+    name="RSS and PSS when workers attach",
+    question=("N_WORKERS idle workers each attach the whole shared array and read every page. By how "
+              "many arrays does the tree's RSS sum grow, and by how many its PSS sum? Answer "
+              "{'rss': ..., 'pss': ...} in arrays (1.0 = the array's bytes; N_WORKERS is allowed)."),
+    check=_check_growth_prediction,
+    solution=lambda n_workers, **measured: {"rss": float(n_workers), "pss": 0.0},
+    explanation=("Each worker's RSS counts the whole segment, so the RSS sum grows by one array per "
+                 "worker; the pages were already resident and counted in this kernel's PSS, and PSS "
+                 "only divides them among more processes: the tree's sum hardly moves."),
+)
 
 
 # --- Worker functions (run in child processes; importable by name under spawn and forkserver) ---

@@ -133,7 +133,7 @@ class MemoryReport:
         order = list(dict.fromkeys(workers))
         for pid, text in sorted(self.process_labels.items()):
             kind = text.split(" (")[0]
-            if pid in named:
+            if pid in named or pid in order:  # a given worker stays a worker, whatever started it
                 continue
             if kind == "this process":
                 named[pid] = "parent"

@@ -35,11 +35,14 @@ class Lab:
     root: Path  # the copy of notebooks/ the server shows
     pid: int  # the server's process (its kernels are its children)
 
-    def shut_down_kernels(self) -> None:
-        """End every session (and its kernel) the server runs, the way closing a notebook's kernel does."""
+    def shut_down_kernels(self, notebook: str | None = None) -> None:
+        """End every session (and its kernel) the server runs, or only ``notebook``'s (a file name), the
+        way Kernel > Shut Down Kernel does."""
         with urllib.request.urlopen(f"{self.url}/api/sessions?token={self.token}", timeout=10) as answer:
             sessions = json.load(answer)
         for session in sessions:
+            if notebook is not None and Path(session["path"]).name != notebook:
+                continue
             request = urllib.request.Request(f"{self.url}/api/sessions/{session['id']}?token={self.token}",
                                              method="DELETE")
             urllib.request.urlopen(request, timeout=30).close()

@@ -10,10 +10,12 @@ browser is downloaded. The lessons run at LAB_ARRAY_MB (the Makefile passes the 
 
 With ``LAB_BINDER_PATH=1`` (``make test-browser``) the run is the path a learner takes on Binder:
 every lesson in order in one JupyterLab, each lesson's kernel left running (JupyterLab keeps it
-unless told otherwise), the server and all it starts confined to one CPU and a memory cgroup of
-Binder's 2 GB, under a 64 MiB ``/dev/shm`` (the Makefile mounts it) and at the default sizes. A
-sampler follows the server's whole tree; the last test fails on any OOM kill or when the tree's
-peak (PSS + ``/dev/shm``) reached ``PEAK_LIMIT_BYTES``, and prints the peak after each lesson.
+unless told otherwise; a lesson that keeps something heavy, such as torch or Ray, ends by telling the
+learner to shut its kernel down, and the test does that), the server and all it starts confined to
+one CPU and a memory cgroup of Binder's 2 GB, under a 64 MiB ``/dev/shm`` (the Makefile mounts it)
+and at the default sizes. A sampler follows the server's whole tree; the last test fails on any OOM
+kill or when the tree's peak (PSS + ``/dev/shm``) reached ``PEAK_LIMIT_BYTES``, and prints the peak
+after each lesson.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from memory_cgroup import memory_cgroup
 
 from helpers.measure.memory import track_memory
 from helpers.measure.units import format_bytes
+from tools.end_of_lesson_cell import SHUT_DOWN
 
 CHROMIUM = Path(os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium"))
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
@@ -109,6 +112,12 @@ def _code_cells_in(notebook: Path) -> int:
     return sum(cell["cell_type"] == "code" for cell in json.loads(notebook.read_text())["cells"])
 
 
+def _says_shut_this_kernel_down(notebook: Path) -> bool:
+    """The lesson tells the learner to shut its kernel down before the next one (it keeps torch, Ray ...)."""
+    return any(cell["cell_type"] == "markdown" and SHUT_DOWN in "".join(cell["source"])
+               for cell in json.loads(notebook.read_text())["cells"])
+
+
 def _menu(page, top: str, item: str) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{top}$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).first.click()
@@ -178,15 +187,20 @@ def test_the_lesson_runs_in_jupyterlab_without_errors(lab, browser, name):
         page.screenshot(path=str(SCREENSHOTS / f"{Path(name).stem}.png"), full_page=True)
         page.close()
         if BINDER_PATH:
-            print(f"\n{name}: tree peak {format_bytes(lab.peak_since(lab.starts[-1][1]))} "
-                  f"(PSS + /dev/shm), kernels of every lesson so far still running")
+            shut = _says_shut_this_kernel_down(lab.root / name)
+            if shut:  # what the lesson tells the learner to do before the next one
+                lab.shut_down_kernels(name)
+            kernel = "its kernel shut down, as the lesson says" if shut else "its kernel left running"
+            peak = format_bytes(lab.peak_since(lab.starts[-1][1]))
+            print(f"\n{name}: tree peak {peak} (PSS + /dev/shm); {kernel}")
         else:
             lab.shut_down_kernels()  # the next lesson starts on a quiet machine
 
 
 @pytest.mark.skipif(not BINDER_PATH, reason="the Binder-path run only (LAB_BINDER_PATH=1)")
-def test_the_whole_course_fits_binders_memory_with_every_kernel_left_running(lab):
-    """After every lesson ran, in order, with its kernel left running: no process was OOM-killed and
+def test_the_whole_course_fits_binders_memory_with_the_kernels_a_learner_leaves_running(lab):
+    """After every lesson ran, in order, with its kernel left running unless the lesson said to shut it
+    down: no process was OOM-killed and
     the server's tree never reached PEAK_LIMIT_BYTES (PSS + /dev/shm)."""
     assert [name for name, _ in lab.starts] == NOTEBOOKS, "run the whole module: every lesson, in order"
     ends = [start for _, start in lab.starts[1:]] + [float("inf")]

@@ -313,3 +313,14 @@ def test_name_roles_labels_the_parent_named_processes_and_workers_instead_of_pid
     assert [labels[pid] for pid in reversed(workers_)] == ["worker 1", "worker 2"]
     others = [label for label in labels.values() if not label.startswith("worker")]
     assert not any(char.isdigit() for label in others for char in label)
+
+
+def test_name_roles_keeps_forkserver_workers_given_as_workers():
+    context = mp.get_context("forkserver")
+    with context.Pool(2) as pool:
+        workers_ = [process.pid for process in pool._pool]
+        with track_memory(interval=0.02) as report:
+            pool.map(abs, range(4))
+            time.sleep(0.1)
+        report.name_roles(workers=workers_)
+    assert [report.process_labels[pid] for pid in workers_] == ["worker 1", "worker 2"]

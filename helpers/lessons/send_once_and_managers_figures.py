@@ -1,0 +1,79 @@
+"""Lesson 03's figures and table: memory timelines by role, cost per task against the object's
+size, and where a Manager proxy starts to lose (all times in seconds, sizes in bytes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from helpers.lessons.send_once_and_managers import ProxyCosts, format_table
+from helpers.measure.units import MiB, format_bytes, format_seconds
+
+
+def plot_memory(reports: Mapping[str, object]):
+    """One PSS timeline per ``MemoryReport``, side by side, titled by the mapping's keys; the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(reports), figsize=(5 * len(reports), 4.2), layout="constrained",
+                             sharey=True)
+    for ax, (title, report) in zip(np.atleast_1d(axes), reports.items(), strict=True):
+        report.plot(ax=ax, title=title)
+    return fig
+
+
+def plot_costs(sizes: Sequence[int], per_task: Mapping[str, Sequence[float]], floor: Sequence[float],
+               costs: ProxyCosts, lines: Mapping[str, tuple[float, float]], resend: Sequence[float],
+               installed: float, break_even: Sequence[float | None]):
+    """Left: seconds per task of each way (``per_task``) against the wrapped data's size, with the
+    memcpy ``floor``. Right: seconds per task of a proxy against reads per task, sent with every task
+    or installed (``lines``: their (fixed, per read) fits), against ``resend`` of each size (break-even
+    circles) and the ``installed`` object's task; the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
+    mib = [n / MiB for n in sizes]
+    for (label, values), style in zip(per_task.items(), ("o-", "s-", "^-"), strict=False):
+        left.plot(mib, values, style, label=label)
+    left.plot(mib, floor, "k--", label="memcpy floor (fresh pages)")
+    left.set(xscale="log", yscale="log", xlabel="wrapped data (MiB)", ylabel="seconds per task",
+             title="Cost per task against the object's size")
+    left.legend(fontsize=8)
+
+    ks = sorted(costs.sent)
+    reach = max([64] + [k for k in break_even if k]) * 3
+    fitted = np.array([0, *np.geomspace(0.5, reach, 200)])
+    proxy_ways = (("proxy sent with every task", costs.sent, "^", "tab:green"),
+                  ("proxy installed once per worker", costs.installed, "v", "tab:red"))
+    for label, timings, marker, color in proxy_ways:
+        fixed, per_read = lines[label]
+        right.plot(ks, [timings[k].median for k in ks], marker, color=color, label=label)
+        right.plot(fitted, fixed + per_read * fitted, "--", color=color, linewidth=1)
+    for n, seconds, k in zip(sizes, resend, break_even, strict=True):
+        right.axhline(seconds, color="tab:blue", linestyle=":", linewidth=1)
+        right.annotate(f"object of {format_bytes(n)} sent with every task", (fitted[1], seconds),
+                       fontsize=7, va="bottom", color="tab:blue")
+        if k:
+            right.plot([k], [seconds], "o", color="tab:green", markerfacecolor="none")
+    right.axhline(installed, color="tab:orange", linestyle=":", linewidth=1)
+    right.annotate("index sent, object installed", (fitted[1], installed), fontsize=7, va="bottom",
+                   color="tab:orange")
+    right.set(xscale="symlog", yscale="log", xlim=(0, reach), xlabel="items read per task (k)",
+              ylabel="seconds per task", title="A proxy pays per read: where it loses")
+    right.legend(fontsize=8, loc="center left")
+    return fig
+
+
+def side_by_side(sizes: Sequence[int], floor: Sequence[float],
+                 ways: Mapping[str, tuple[Sequence, Sequence[str]]], memory: Mapping[str, str]) -> str:
+    """A text table: per way and size, the median seconds per task, its ratio to the ``floor``, what
+    was paid once (``ways``: {way: (Timings by size, paid-once texts by size)}) and, at the largest
+    size, the memory added (``memory``: {way: text})."""
+    rows = []
+    for i, (n, floor_seconds) in enumerate(zip(sizes, floor, strict=True)):
+        for way, (timings, once) in ways.items():
+            rows.append({"way": way, "wrapped data": format_bytes(n),
+                         "per task": format_seconds(timings[i].median),
+                         "÷ floor": f"{timings[i].median / floor_seconds:.2g}", "paid once": once[i],
+                         "memory added (PSS)": memory[way] if i == len(sizes) - 1 else ""})
+    return format_table(rows)

@@ -1,0 +1,569 @@
+"""Do the workers have to be processes? Threads, the GIL and free-threaded Python (lesson 01).
+
+The same fan-out runs on two kinds of workers behind one interface (``executor``): threads of this
+process (``ThreadPoolExecutor``: they read the caller's array, nothing is copied) or processes
+(``ProcessPoolExecutor``: each chunk is pickled to its worker, lesson 02's baseline). Threads help
+only while the work lets go of the GIL: ``sum_numpy`` does (NumPy's loop runs in C without it),
+``sum_python`` does not (a Python loop). ``measure_scaling`` times a fan-out on 1..N workers,
+``holding_workers`` makes workers hold their chunks while the memory sampler watches,
+``gil_probe`` measures how much of a call lets other threads run (``EXERCISE`` asks the learner to
+predict it for six calls), ``blas_fan_out`` runs N processes that each multiply matrices with BLAS,
+with or without a limit on BLAS's own thread pool (threadpoolctl), and ``free_threading`` says
+whether this interpreter has a GIL at all. Seconds and bytes throughout. Worker functions live
+here: a spawned worker imports them by name.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import psutil
+
+from helpers.lessons.exercises import Exercise
+from helpers.lessons.workers import sleep_then_echo, touch_pages
+from helpers.measure.timing import Timing
+
+THREADS, PROCESSES = "threads", "processes"
+PARENT = "parent"  # the role ``MemoryReport.name_roles`` gives this process
+READY_TIMEOUT = 120.0  # seconds every worker gets to receive its chunk and read it
+MAX_RUNS = 100  # timed runs of one quick measurement at most (``timed_runs``)
+RELEASED = 0.5  # a call "releases the GIL" when other threads could run for more than this share of it
+
+
+# --- The work: the same sum, in C or in Python (importable by spawned workers) ---------------------
+
+
+def sum_numpy(chunk: np.ndarray) -> float:
+    """Sum the chunk with NumPy: the loop runs in C, with the GIL released."""
+    return float(np.sum(chunk))
+
+
+def sum_python(chunk: np.ndarray) -> float:
+    """Sum the chunk one element at a time in Python: every step holds the GIL."""
+    total = 0.0
+    for x in memoryview(chunk):
+        total += x
+    return total
+
+
+_own_chunks: dict[int, np.ndarray] = {}  # a worker's own random numbers, by length
+
+
+def sum_own_chunk(n_items: int) -> float:
+    """``sum_numpy`` of ``n_items`` random numbers this worker made itself (once): the same work
+    with nothing to receive, what N processes can do at once on this machine now."""
+    if n_items not in _own_chunks:
+        _own_chunks.clear()
+        _own_chunks[n_items] = np.random.default_rng(n_items).random(n_items)
+    return sum_numpy(_own_chunks[n_items])
+
+
+def split(array: np.ndarray, n: int) -> list[np.ndarray]:
+    """``n`` contiguous chunks of ``array``, as views (nothing is copied)."""
+    return np.array_split(array, n)
+
+
+def fan_out(executor: Executor, task: Callable[..., float], chunks: list) -> float:
+    """One task per chunk (an array, or what the task takes), all at once; the sum of their answers."""
+    return sum(executor.map(task, chunks))
+
+
+# --- Workers of either kind ----------------------------------------------------------------------
+
+
+@contextmanager
+def executor(kind: str, n: int, context=None, initializer=None, initargs: tuple = ()) -> Iterator[Executor]:
+    """``n`` started and warmed workers: threads of this process, or processes of ``context``'s
+    start method (required for processes). Shut down when the block ends, also on error."""
+    if kind == THREADS:
+        pool: Executor = ThreadPoolExecutor(n, thread_name_prefix="lesson01-worker",
+                                            initializer=initializer, initargs=initargs)
+    elif kind == PROCESSES:
+        if context is None:
+            raise ValueError("processes need a multiprocessing context: name the start method")
+        pool = ProcessPoolExecutor(n, mp_context=context, initializer=initializer, initargs=initargs)
+    else:
+        raise ValueError(f"kind must be {THREADS!r} or {PROCESSES!r}, got {kind!r}")
+    try:
+        list(pool.map(sleep_then_echo, [0.1] * n, range(n)))  # every worker started (and imported NumPy)
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def timed_rounds(calls: Mapping[int, Callable[[], object]], check: Callable[[object], None], repeat: int,
+                 budget_s: float = 10.0, min_total_s: float = 0.5) -> dict[int, Timing]:
+    """Seconds of each call, timed in rounds (one run of each call per round), so that all of them
+    meet the same moments of a busy machine. One untimed warm-up call each, then rounds until every
+    call has ``repeat`` runs that add up to ``min_total_s`` (quick calls: more runs, a fastest run
+    that a burst of other work did not touch), at most ``MAX_RUNS``; slow ones stop once
+    ``budget_s`` went by (after one round at least). Every value is checked."""
+    for call in calls.values():
+        check(call())
+    runs: dict[int, list[float]] = {key: [] for key in calls}
+    deadline = time.perf_counter() + budget_s
+
+    def more() -> bool:
+        return any(len(r) < repeat or sum(r) < min_total_s for r in runs.values())
+
+    while not runs[next(iter(runs))] or (time.perf_counter() < deadline and more()
+                                         and max(map(len, runs.values())) < MAX_RUNS):
+        for key, call in calls.items():
+            start = time.perf_counter()
+            value = call()
+            runs[key].append(time.perf_counter() - start)
+            check(value)
+    return {key: Timing(tuple(r)) for key, r in runs.items()}
+
+
+def timed_runs(fn: Callable[[], object], check: Callable[[object], None], repeat: int,
+               budget_s: float = 10.0, min_total_s: float = 0.5) -> Timing:
+    """``timed_rounds`` of one call: its Timing (seconds)."""
+    return timed_rounds({0: fn}, check, repeat, budget_s, min_total_s)[0]
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Seconds of one fan-out of ``task`` on ``n`` workers of ``kind``, for each ``n`` measured."""
+
+    kind: str
+    task: str
+    timings: dict[int, Timing]
+    waited_for_cpu: float = 0.0  # threads of ours waiting for a CPU, on average during the timing
+
+    def speed_ups(self) -> dict[int, float]:
+        """One worker's time over ``n`` workers' time, each the fastest run (noise only adds time)."""
+        one = self.timings[1].min
+        return {n: one / timing.min for n, timing in self.timings.items()}
+
+
+def worker_counts(n_max: int) -> list[int]:
+    """1, 2, ... ``n_max`` (up to 4 workers), else the powers of two below ``n_max`` and ``n_max``."""
+    if n_max <= 4:
+        return list(range(1, n_max + 1))
+    return sorted({2**k for k in range(n_max.bit_length()) if 2**k < n_max} | {n_max})
+
+
+def measure_scaling(kind: str, task: Callable[[np.ndarray], float], array: np.ndarray, counts: list[int],
+                    context=None, repeat: int = 5, budget_s: float = 10.0) -> Scaling:
+    """Time ``fan_out(task)`` over ``array`` split in ``n`` chunks on ``n`` workers, for each ``n`` of
+    ``counts``, in rounds (``timed_rounds``); all the pools start and warm up before the timing
+    (not timed). Checks every answer."""
+    expected = float(np.sum(array))
+
+    def check(total) -> None:
+        if not np.isclose(total, expected, rtol=1e-8, atol=0):
+            raise AssertionError(f"the workers' sum {total} is not the array's {expected}")
+
+    with ExitStack() as pools:
+        calls = {n: partial(fan_out, pools.enter_context(executor(kind, n, context)), task, split(array, n))
+                 for n in counts}
+        waited, start = tree_cpu_wait_seconds(), time.perf_counter()
+        timings = timed_rounds(calls, check, repeat, budget_s * len(counts))
+        waited_for_cpu = (tree_cpu_wait_seconds() - waited) / (time.perf_counter() - start)
+    return Scaling(kind, task.__name__, timings, waited_for_cpu)
+
+
+def measure_scaling_without_sending(n_items: int, counts: list[int], context, repeat: int = 5,
+                                    budget_s: float = 10.0) -> Scaling:
+    """Like ``measure_scaling(PROCESSES, sum_numpy, ...)`` on ``n_items`` numbers, but each worker
+    sums ``n_items / n`` numbers it already holds (``sum_own_chunk``): the control that says
+    whether this machine had ``n`` CPUs free for the work, with no GIL and no sending involved."""
+    def check(total) -> None:
+        if not total > 0:
+            raise AssertionError(f"a sum of random numbers in [0, 1) came out as {total}")
+
+    with ExitStack() as pools:
+        calls = {n: partial(fan_out, pools.enter_context(executor(PROCESSES, n, context)), sum_own_chunk,
+                            [n_items // n + (i < n_items % n) for i in range(n)])  # split's chunk lengths
+                 for n in counts}
+        waited, start = tree_cpu_wait_seconds(), time.perf_counter()
+        timings = timed_rounds(calls, check, repeat, budget_s * len(counts))
+        waited_for_cpu = (tree_cpu_wait_seconds() - waited) / (time.perf_counter() - start)
+    return Scaling(PROCESSES, sum_own_chunk.__name__, timings, waited_for_cpu)
+
+
+# --- Workers that hold their chunk while the memory sampler watches -------------------------------
+
+_signals: tuple | None = None  # (ready semaphore, release event) of this worker's pool
+
+
+def install_signals(ready, release) -> None:
+    """Pool initializer: keep the pool's two signals (threads share them; a process receives them
+    at start-up, the only way a multiprocessing semaphore may travel)."""
+    global _signals
+    _signals = (ready, release)
+
+
+def hold_chunk(chunk: np.ndarray) -> int:
+    """Read every page of the chunk, say so, and hold it until released; return this process's id."""
+    ready, release = _signals
+    touch_pages(chunk)
+    ready.release()
+    release.wait()
+    return os.getpid()
+
+
+class HoldingWorkers:
+    """Started workers of one kind that can be told to hold chunks (``holding``). ``held_by``: the
+    process ids that held the last chunks (threads: this process, once per thread)."""
+
+    def __init__(self, pool: Executor, ready, release, n: int):
+        self.pool, self.ready, self.release, self.n = pool, ready, release, n
+        self.held_by: list[int] = []
+
+    @contextmanager
+    def holding(self, chunks: list[np.ndarray]) -> Iterator[None]:
+        """Give each worker one chunk (threads: the view itself; processes: a pickled copy) and wait
+        until each has read every page of it; release them when the block ends."""
+        if len(chunks) != self.n:
+            raise ValueError(f"give one chunk per worker: {self.n} workers, {len(chunks)} chunks")
+        futures = [self.pool.submit(hold_chunk, chunk) for chunk in chunks]
+        try:
+            for _ in chunks:
+                if not self.ready.acquire(timeout=READY_TIMEOUT):
+                    failed = [repr(f.exception()) for f in futures if f.done() and f.exception()]
+                    raise RuntimeError(f"the workers did not all hold their chunk: {failed or 'timed out'}")
+            yield
+        finally:
+            self.release.set()
+            self.held_by = [future.result(timeout=READY_TIMEOUT) for future in futures]
+            self.release.clear()
+
+
+@contextmanager
+def holding_workers(kind: str, n: int, context=None) -> Iterator[HoldingWorkers]:
+    """``n`` started workers of ``kind`` (threads, or processes of ``context``) ready to hold chunks;
+    stopped, and their signals dropped (a process semaphore is a file in /dev/shm), on exit."""
+    global _signals
+    if kind == THREADS:
+        ready, release = threading.Semaphore(0), threading.Event()
+    elif context is None:
+        raise ValueError("processes need a multiprocessing context: name the start method")
+    else:
+        ready, release = context.Semaphore(0), context.Event()
+    workers = None
+    try:
+        with executor(kind, n, context, install_signals, (ready, release)) as pool:
+            workers = HoldingWorkers(pool, ready, release, n)
+            yield workers
+    finally:
+        if workers is not None:
+            workers.pool = workers.ready = workers.release = None
+        _signals = None  # the threads' signals were installed in this process
+
+
+# --- How much of a call lets other threads run: a heartbeat thread ---------------------------------
+
+
+@dataclass(frozen=True)
+class GilProbe:
+    """What a ``Heartbeat`` saw while ``name`` ran in another thread: ``released``, the share of
+    the time (0 to 1) it woke on time, i.e. other Python threads could run; ``ticks`` wake-ups over
+    ``seconds`` of ``calls`` calls."""
+
+    name: str
+    released: float
+    ticks: int
+    calls: int
+    seconds: float
+
+    @property
+    def releases(self) -> bool:
+        """Whether the call let other threads run for most of its time."""
+        return self.released > RELEASED
+
+
+def cpu_wait_seconds(thread_id: int, pid: int | str = "self") -> float | None:
+    """Seconds the thread ``thread_id`` (a native id) of process ``pid`` has spent runnable but
+    waiting for a CPU (Linux: /proc/PID/task/ID/schedstat); None where the kernel does not say."""
+    try:
+        with open(f"/proc/{pid}/task/{thread_id}/schedstat") as file:
+            return int(file.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def tree_cpu_wait_seconds() -> float:
+    """Seconds every thread of this process and of its descendants has spent runnable but waiting
+    for a CPU, summed (0.0 where the kernel does not say): other programs took the CPUs."""
+    pids = [os.getpid(), *(child.pid for child in psutil.Process().children(recursive=True))]
+    total = 0.0
+    for pid in pids:
+        try:
+            thread_ids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # ended meanwhile, or not Linux
+        total += sum(cpu_wait_seconds(int(tid), pid) or 0.0 for tid in thread_ids)
+    return total
+
+
+class Heartbeat:
+    """A thread that sleeps ``tick`` seconds at a time, and must take the GIL back to wake up.
+
+    A wake-up later than ``late`` seconds means another thread held the GIL: the interpreter asks
+    a thread running Python code to hand it over after ``sys.getswitchinterval()`` (5 ms by
+    default) of waiting; a C call that holds it hands it over only when it returns. Time spent
+    waiting for a CPU (a busy machine, or one CPU) is not counted as late (``cpu_wait_seconds``).
+    ``free`` and ``total`` are seconds: of all the time between wake-ups, the intervals that ended
+    on time.
+    """
+
+    def __init__(self, tick: float = 0.001):
+        self.tick, self.late = tick, sys.getswitchinterval() / 2
+        self.free = self.total = 0.0
+        self.ticks = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        me = threading.get_native_id()
+        before, waited = time.perf_counter(), cpu_wait_seconds(me)
+        while not self.stop.is_set():
+            due = time.perf_counter() + self.tick
+            time.sleep(self.tick)  # lets go of the GIL; waking up needs it back
+            now, waited_now = time.perf_counter(), cpu_wait_seconds(me)
+            for_cpu = waited_now - waited if waited is not None and waited_now is not None else 0.0
+            if now - due - for_cpu < self.late:  # on time, but for a busy CPU: nobody held the GIL
+                self.free += now - before
+            self.total += now - before
+            self.ticks += 1
+            before, waited = now, waited_now
+
+
+def gil_probe(name: str, fn: Callable, *args, seconds: float = 0.25, tick: float = 0.001) -> GilProbe:
+    """Call ``fn(*args)`` in a thread, again and again for at least ``seconds``, while a
+    ``Heartbeat`` runs in another; the share of the time the heartbeat woke on time is the share of
+    the call during which other Python threads could run."""
+    heartbeat = Heartbeat(tick)
+    calls = 0
+
+    def call_repeatedly() -> None:
+        nonlocal calls
+        end = time.perf_counter() + seconds
+        while calls == 0 or time.perf_counter() < end:
+            fn(*args)
+            calls += 1
+
+    beating = threading.Thread(target=heartbeat.run, name="gil-probe-heartbeat", daemon=True)
+    caller = threading.Thread(target=call_repeatedly, name="gil-probe-call", daemon=True)
+    beating.start()
+    start = time.perf_counter()
+    caller.start()
+    caller.join()
+    elapsed = time.perf_counter() - start
+    heartbeat.stop.set()
+    beating.join()
+    released = heartbeat.free / heartbeat.total if heartbeat.total else 0.0
+    return GilProbe(name, released, heartbeat.ticks, calls, elapsed)
+
+
+def exercise_calls(array: np.ndarray) -> dict[str, tuple[Callable, tuple]]:
+    """The calls of the exercise, on data cut from ``array``: name -> (function, arguments)."""
+    import hashlib
+    import json
+    import zlib
+
+    data = array[: 2**16].tobytes()  # 512 KiB of bytes
+    numbers = array[: 2**15].tolist()  # Python floats
+    objects = array[: 2**15].astype(object)
+    return {
+        "hashlib.sha256(data).digest()": (lambda d: hashlib.sha256(d).digest(), (data,)),
+        "zlib.compress(data)": (zlib.compress, (data,)),
+        "sorted(numbers)": (sorted, (numbers,)),
+        "json.dumps(numbers)": (json.dumps, (numbers,)),
+        "np.sort(values)": (np.sort, (array[: 2**18],)),
+        "np.sum(objects)": (np.sum, (objects,)),
+    }
+
+
+# What the documentation says of each call of the exercise: True, it releases the GIL.
+DOCUMENTED = {"hashlib.sha256(data).digest()": True, "zlib.compress(data)": True,
+              "sorted(numbers)": False, "json.dumps(numbers)": False,
+              "np.sort(values)": True, "np.sum(objects)": False}
+
+
+def measured_releases(probes: Mapping[str, GilProbe]) -> dict[str, bool]:
+    """Call name -> whether its probe saw it release the GIL (``GilProbe.releases``)."""
+    return {name: probe.releases for name, probe in probes.items()}
+
+
+def _check_predictions(answer, probes: Mapping[str, GilProbe]) -> str | None:
+    """None when ``answer`` (call name -> True: releases the GIL, False: holds it) matches every
+    probe; else one sentence naming what is missing or wrong."""
+    if not isinstance(answer, Mapping):
+        return f"answer with a dict of call name -> True or False, not a {type(answer).__name__}"
+    unknown, missing = sorted(set(answer) - set(probes)), [name for name in probes if name not in answer]
+    if unknown or missing:
+        return f"predict exactly these calls: {sorted(probes)} (unknown: {unknown}, missing: {missing})"
+    not_bool = [name for name, guess in answer.items() if not isinstance(guess, bool)]
+    if not_bool:
+        return f"predict True (releases the GIL) or False (holds it) for {not_bool}"
+    wrong = [f"{name} {'released' if probes[name].releases else 'held'} it (other threads ran "
+             f"{probes[name].released:.0%} of the time)"
+             for name, guess in answer.items() if guess != probes[name].releases]
+    return None if not wrong else "; ".join(wrong) + "."
+
+
+EXERCISE = Exercise(
+    name="which calls release the GIL",
+    question=("predict, for each call of threads_or_processes.exercise_calls, whether it lets other "
+              "threads run: answer = {call name: True (releases the GIL) or False (holds it)}"),
+    check=_check_predictions,
+    solution=measured_releases,
+    explanation="C code working on raw memory can release the GIL; code that touches Python objects cannot.",
+)
+
+
+# --- BLAS's own threads inside each worker process -------------------------------------------------
+
+_blas_limits = None  # kept alive: threadpoolctl's limit holds until it is restored
+_matrices: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def blas_threads() -> int | None:
+    """Threads in this process's BLAS pool, as threadpoolctl reads them (None: no BLAS found)."""
+    from threadpoolctl import threadpool_info
+
+    counts = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    return max(counts) if counts else None
+
+
+def limit_blas_threads(n: int = 1) -> None:
+    """Pool initializer: limit this worker's BLAS pool to ``n`` threads (threadpoolctl)."""
+    global _blas_limits
+    from threadpoolctl import threadpool_limits
+
+    _blas_limits = threadpool_limits(n, user_api="blas")
+
+
+def multiply_matrices(size: int, products: int) -> tuple[int | None, float]:
+    """``products`` matrix products of two random ``size`` x ``size`` matrices (made once per
+    worker); returns this worker's BLAS pool size, read inside it, and a checksum."""
+    if size not in _matrices:
+        rng = np.random.default_rng(size)
+        _matrices[size] = (rng.random((size, size)), rng.random((size, size)))
+    a, b = _matrices[size]
+    checksum = 0.0
+    for _ in range(products):
+        checksum += float((a @ b)[0, 0])
+    return blas_threads(), checksum
+
+
+@dataclass(frozen=True)
+class BlasRun:
+    """``n`` processes doing the same matrix products: their BLAS pools' sizes, the fan-out's seconds."""
+
+    limit: int | None
+    pool_sizes: list[int | None]
+    timing: Timing
+
+
+def blas_fan_out(n: int, context, limit: int | None, size: int = 256, products: int = 16,
+                 repeat: int = 5, budget_s: float = 10.0) -> BlasRun:
+    """Time ``n`` processes multiplying matrices at once (``multiply_matrices``), each with its BLAS
+    pool limited to ``limit`` threads in its initializer, or as BLAS sized it (``limit=None``)."""
+    initializer, initargs = (limit_blas_threads, (limit,)) if limit else (None, ())
+    sizes: list = []
+
+    def check(answers) -> None:
+        sizes[:] = [threads for threads, _ in answers]
+
+    with executor(PROCESSES, n, context, initializer, initargs) as pool:
+        timing = timed_runs(lambda: list(pool.map(multiply_matrices, [size] * n, [products] * n)),
+                            check, repeat, budget_s)
+    return BlasRun(limit, sizes, timing)
+
+
+# --- Is there a GIL at all? -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FreeThreading:
+    """``build``: CPython built without the GIL (``Py_GIL_DISABLED``, the ``t`` builds, PEP 703);
+    ``gil_enabled``: ``sys._is_gil_enabled()`` (None before Python 3.13, which has no such call)."""
+
+    build: bool
+    gil_enabled: bool | None
+
+    @property
+    def free_threaded(self) -> bool:
+        """Whether Python threads run Python code in parallel here."""
+        return self.build and self.gil_enabled is False
+
+
+def free_threading() -> FreeThreading:
+    """What this interpreter is: a free-threaded build or not, and whether the GIL is on now."""
+    is_gil_enabled = getattr(sys, "_is_gil_enabled", None)
+    return FreeThreading(bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+                         None if is_gil_enabled is None else bool(is_gil_enabled()))
+
+
+def describe_free_threading(status: FreeThreading) -> str:
+    """One line on what this interpreter is, for the lesson."""
+    version = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+    if status.free_threaded:
+        return f"{version} is a free-threaded build and the GIL is off: Python threads run in parallel."
+    if status.build:
+        return (f"{version} is a free-threaded build, but the GIL is on (an extension module that is "
+                "not marked safe turned it back on, or PYTHON_GIL=1): threads take turns.")
+    return f"{version} is a regular build (the GIL is always on): Python threads take turns."
+
+
+# --- Memory and plots -----------------------------------------------------------------------------
+
+
+def pss_added(report, kinds: Mapping[str, Mapping[str, int] | None], before: str,
+              after: str) -> dict[str, float]:
+    """Bytes the tree's PSS grew from state ``before`` to ``after`` (held with ``demos.hold``):
+    ``total``, the steady medians' difference, and ``data``, anonymous plus shared-memory pages
+    only (``kinds``: ``demos.tree_pss_by_kind`` read in each state; file pages move whenever other
+    programs map the same libraries). ``data`` falls back to ``total`` where the kernel has no split."""
+    total = (report.steady(f"{after} holding", f"{after} end").pss
+             - report.steady(f"{before} holding", f"{before} end").pss)
+    if kinds.get(before) is None or kinds.get(after) is None:
+        return {"total": total, "data": total}
+    data = sum(kinds[after][kind] - kinds[before][kind] for kind in ("anonymous", "shared memory"))
+    return {"total": total, "data": data}
+
+
+def steady_by_role(report, label: str) -> dict[str, float]:
+    """Median PSS (bytes) of each process over the exact samples of state ``label`` (held with
+    ``demos.hold``), keyed by the report's labels (``MemoryReport.name_roles`` names them by role)."""
+    chosen = [s for s in report.window(f"{label} holding", f"{label} end") if s.exact]
+    pids = {pid for sample in chosen for pid in sample.processes}
+    return {report.process_labels[pid]: statistics.median(s.processes[pid].pss for s in chosen
+                                                          if pid in s.processes) for pid in pids}
+
+
+def plot_scaling(scalings: list[Scaling], usable_cpus: int, ax=None):
+    """Speed-up over one worker against the number of workers, one line per (kind, task)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+    styles = {THREADS: "-", PROCESSES: "--"}
+    markers = {"sum_numpy": "o", "sum_python": "s", "sum_own_chunk": "^"}
+    tasks = {"sum_numpy": "NumPy sum", "sum_python": "Python loop",
+             "sum_own_chunk": "NumPy sum, nothing sent"}
+    counts = sorted({n for s in scalings for n in s.timings})
+    for s in scalings:
+        ups = s.speed_ups()
+        ax.plot(list(ups), list(ups.values()), styles[s.kind], marker=markers.get(s.task, "^"),
+                label=f"{tasks.get(s.task, s.task)}, {s.kind}")
+    ax.plot(counts, [min(n, usable_cpus) for n in counts], ":", color="grey",
+            label=f"ideal on {usable_cpus} usable CPU(s)")
+    ax.set(xlabel="workers", ylabel="speed-up over one worker (fastest runs)", xticks=counts,
+           title="The same sum on threads and on processes")
+    ax.legend(fontsize=8)
+    return ax

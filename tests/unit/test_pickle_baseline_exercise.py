@@ -1,0 +1,55 @@
+"""Lesson 02's "Your turn": the bytes one fan-out pickles, measured on a real array; a wrong or
+malformed prediction fails the check cell with a hint, the worked solution passes."""
+
+import numpy as np
+import pytest
+
+from helpers.lessons import exercises, pickle_baseline
+from helpers.measure.units import MiB
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(params=[2, 3])
+def measured(request):
+    array = np.random.default_rng(2).random(MiB // 8)
+    return {"n_workers": request.param, "sent": pickle_baseline.arrays_pickled(array, request.param)}
+
+
+def test_each_task_pickles_the_elements_its_argument_shows(measured):
+    sent = measured["sent"]
+    assert sent["whole"] == pytest.approx(measured["n_workers"], rel=0.01)
+    assert sent["slices"] == pytest.approx(1.0, rel=0.01)
+    assert sent["strided"] == pytest.approx(1.0, rel=0.01)
+    assert sent["first half"] == pytest.approx(measured["n_workers"] / 2, rel=0.01)
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda n: {"strided": n, "first half": n / 2}, "'strided'"),  # "a strided view sends its whole buffer"
+    (lambda n: {"strided": 1.0, "first half": 0.5}, "'first half'"),  # "the pool sends it once"
+    (lambda n: {"strided": 1.0, "first half": "half"}, "'first half'"),
+    (lambda n: {"strided": 1.0}, "dict of one number per way"),
+    (lambda n: [1.0, n / 2], "dict of one number per way"),
+])
+def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    with pytest.raises(exercises.WrongAnswer, match=hint):
+        exercises.check(pickle_baseline.EXERCISE, wrong(measured["n_workers"]), **measured)
+
+
+def test_the_worked_solution_passes(measured, monkeypatch, capsys):
+    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
+    assert exercises.check(pickle_baseline.EXERCISE, None, **measured) is True
+    assert "worked solution" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("n_workers", [0, -1, 2.5])
+def test_a_bad_worker_count_is_refused_clearly(n_workers):
+    with pytest.raises(ValueError, match="n_workers must be a whole number"):
+        pickle_baseline.split_ways(np.zeros(8), n_workers)
+
+
+@pytest.mark.parametrize("ratio, text", [(9447.2, "9,400"), (75.04, "75"), (2.31, "2.3"),
+                                         (0.00085, "0.00085")])
+def test_ratios_in_the_prose_keep_two_significant_digits(ratio, text):
+    assert pickle_baseline.about(ratio) == text

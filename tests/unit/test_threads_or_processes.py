@@ -1,0 +1,178 @@
+"""helpers.lessons.threads_or_processes (lesson 01) with real threads, real spawned processes and
+real BLAS pools: the two sums, the fan-out on either kind of worker, workers that hold their
+chunks (threads add no copy, processes one), the GIL probe, the exercise's check, BLAS limits
+inside workers and the free-threading report."""
+
+import multiprocessing as mp
+import os
+import sys
+import sysconfig
+import threading
+
+import matplotlib
+import numpy as np
+import pytest
+
+from helpers.lessons import demos, exercises
+from helpers.lessons import threads_or_processes as lesson
+from helpers.measure.memory import track_memory
+from helpers.measure.timing import Timing
+
+matplotlib.use("Agg")
+pytestmark = pytest.mark.timeout(120)
+SPAWN = mp.get_context("spawn")
+
+
+@pytest.fixture(scope="module")
+def numbers():
+    return np.random.default_rng(7).random(2**18)  # 2 MiB of float64
+
+
+def test_both_sums_agree_with_numpy_and_split_makes_views(numbers):
+    part = numbers[:10_000]
+    assert lesson.sum_numpy(part) == pytest.approx(float(np.sum(part)), rel=1e-12)
+    assert lesson.sum_python(part) == pytest.approx(float(np.sum(part)), rel=1e-12)
+    chunks = lesson.split(numbers, 3)
+    assert [len(c) for c in chunks] == [len(c) for c in np.array_split(numbers, 3)]
+    assert all(np.shares_memory(chunk, numbers) for chunk in chunks)
+
+
+@pytest.mark.parametrize("n_max, counts", [(1, [1]), (2, [1, 2]), (4, [1, 2, 3, 4]), (6, [1, 2, 4, 6]),
+                                           (16, [1, 2, 4, 8, 16])])
+def test_worker_counts_are_every_count_up_to_four_then_powers_of_two(n_max, counts):
+    assert lesson.worker_counts(n_max) == counts
+
+
+def test_executor_refuses_an_unknown_kind_and_processes_without_a_start_method():
+    with pytest.raises(ValueError, match="kind must be"), lesson.executor("fibers", 2):
+        pass
+    with pytest.raises(ValueError, match="start method"), lesson.executor(lesson.PROCESSES, 2):
+        pass
+    with pytest.raises(ValueError, match="start method"), lesson.holding_workers(lesson.PROCESSES, 2):
+        pass
+
+
+@pytest.mark.parametrize("kind", [lesson.THREADS, lesson.PROCESSES])
+def test_measure_scaling_times_every_count_and_checks_the_sums(kind, numbers):
+    scaling = lesson.measure_scaling(kind, lesson.sum_numpy, numbers, [1, 2], SPAWN, repeat=2, budget_s=2)
+    assert (scaling.kind, scaling.task) == (kind, "sum_numpy")
+    assert set(scaling.timings) == {1, 2} and all(len(t.runs) >= 2 for t in scaling.timings.values())
+    ups = scaling.speed_ups()
+    assert ups[1] == 1.0 and ups[2] > 0
+
+
+def test_the_control_sums_numbers_each_worker_made_itself():
+    scaling = lesson.measure_scaling_without_sending(2**16, [1, 2], SPAWN, repeat=2, budget_s=2)
+    assert (scaling.kind, scaling.task) == (lesson.PROCESSES, "sum_own_chunk")
+    assert set(scaling.speed_ups()) == {1, 2}
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_threads_hold_views_and_add_no_copy_processes_hold_copies(numbers, method):
+    chunks = lesson.split(numbers, 2)
+    with lesson.holding_workers(lesson.THREADS, 2) as threads:
+        with threads.holding(chunks):
+            pass
+        with pytest.raises(ValueError, match="one chunk per worker"), threads.holding(chunks[:1]):
+            pass
+    assert threads.held_by == [os.getpid(), os.getpid()]
+    with track_memory(trace_python=False) as mem:
+        with lesson.holding_workers(lesson.PROCESSES, 2, mp.get_context(method)) as processes:
+            demos.hold(mem, "idle", 0.4)
+            with processes.holding(chunks):
+                demos.hold(mem, "hold", 0.4)
+    pids = processes.held_by
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    mem.name_roles(named={pid: f"worker {i}" for i, pid in enumerate(pids, start=1)})  # as the lesson does
+    idle, held = lesson.steady_by_role(mem, "idle"), lesson.steady_by_role(mem, "hold")
+    assert {"parent", "worker 1", "worker 2"} <= set(held)
+    grew = sum(held[role] - idle[role] for role in ("worker 1", "worker 2"))
+    assert grew >= 0.75 * numbers.nbytes  # each worker unpickled its chunk
+    added = lesson.pss_added(mem, {"idle": None, "hold": None}, "idle", "hold")
+    assert added["data"] == added["total"]  # no split by kind given: both are the steady difference
+
+
+def test_the_gil_probe_sees_numpy_release_the_gil_and_a_python_loop_hold_it(numbers):
+    released = lesson.gil_probe("np.sum", np.sum, np.random.default_rng(1).random(2**20), seconds=0.2)
+    held = lesson.gil_probe("python loop", lesson.sum_python, numbers[: 2**16], seconds=0.2)
+    assert released.calls >= 1 and released.ticks >= 1 and released.seconds >= 0.2
+    assert released.releases, released
+    if not lesson.free_threading().free_threaded:
+        assert not held.releases and held.released < 0.2, held
+
+
+def test_cpu_wait_is_read_for_a_thread_of_this_process_and_none_for_another():
+    waited = lesson.cpu_wait_seconds(threading.get_native_id())
+    assert waited is None or waited >= 0.0
+    assert lesson.cpu_wait_seconds(2**31 - 1) is None
+
+
+def test_each_exercise_call_releases_or_holds_the_gil_as_documented(numbers):
+    probes = {name: lesson.gil_probe(name, fn, *args, seconds=0.1)
+              for name, (fn, args) in lesson.exercise_calls(numbers).items()}
+    assert set(probes) == set(lesson.DOCUMENTED)
+    if not lesson.free_threading().free_threaded:
+        assert lesson.measured_releases(probes) == lesson.DOCUMENTED
+
+
+def _probes(releases: dict[str, bool]) -> dict[str, lesson.GilProbe]:
+    return {name: lesson.GilProbe(name, 0.9 if r else 0.01, 100, 10, 0.3) for name, r in releases.items()}
+
+
+def test_the_exercise_fails_a_wrong_answer_and_passes_the_worked_solution(monkeypatch, capsys):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    probes = _probes(lesson.DOCUMENTED)
+    wrong = {**lesson.DOCUMENTED, "sorted(numbers)": True}
+    with pytest.raises(exercises.WrongAnswer, match=r"sorted\(numbers\) held it"):
+        exercises.check(lesson.EXERCISE, wrong, probes=probes)
+    assert exercises.check(lesson.EXERCISE, dict(lesson.DOCUMENTED), probes=probes) is True
+    assert exercises.check(lesson.EXERCISE, None, probes=probes) is False  # unanswered: the question
+    assert "Your turn" in capsys.readouterr().out
+    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
+    assert exercises.check(lesson.EXERCISE, None, probes=probes) is True
+
+
+@pytest.mark.parametrize("answer, hint", [
+    ([True] * 6, "dict"),
+    ({"sorted(numbers)": False}, "missing"),
+    ({**lesson.DOCUMENTED, "print()": True}, "unknown"),
+    ({**lesson.DOCUMENTED, "zlib.compress(data)": "yes"}, "True .* or False"),
+])
+def test_the_exercise_says_what_is_wrong_with_a_malformed_answer(answer, hint):
+    with pytest.raises(exercises.WrongAnswer, match=hint):
+        exercises.check(lesson.EXERCISE, answer, probes=_probes(lesson.DOCUMENTED))
+
+
+def test_the_blas_limit_holds_inside_every_worker():
+    here = lesson.blas_threads()
+    if here is None:
+        pytest.skip("NumPy has no BLAS that threadpoolctl knows here")
+    unlimited = lesson.blas_fan_out(1, SPAWN, None, size=64, products=2, repeat=1, budget_s=1)
+    limited = lesson.blas_fan_out(2, SPAWN, 1, size=64, products=2, repeat=1, budget_s=1)
+    assert unlimited.pool_sizes == [here] and unlimited.limit is None
+    assert limited.pool_sizes == [1, 1] and limited.limit == 1
+    assert len(limited.timing.runs) >= 1
+
+
+def test_free_threading_agrees_with_sysconfig_and_sys():
+    status = lesson.free_threading()
+    assert status.build == bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    is_gil_enabled = getattr(sys, "_is_gil_enabled", None)
+    assert status.gil_enabled == (None if is_gil_enabled is None else is_gil_enabled())
+    assert status.free_threaded == (status.build and status.gil_enabled is False)
+
+
+@pytest.mark.parametrize("build, gil, words", [(False, None, "regular build"), (False, True, "regular build"),
+                                              (True, True, "GIL is on"), (True, False, "GIL is off")])
+def test_describe_free_threading_names_each_case(build, gil, words):
+    assert words in lesson.describe_free_threading(lesson.FreeThreading(build, gil))
+
+
+def test_plot_scaling_draws_one_line_per_measurement_and_the_ideal():
+    timings = {1: Timing((0.2, 0.3)), 2: Timing((0.1, 0.12))}
+    scalings = [lesson.Scaling(lesson.THREADS, "sum_numpy", timings),
+                lesson.Scaling(lesson.PROCESSES, "sum_python", timings)]
+    assert scalings[0].speed_ups() == {1: 1.0, 2: 2.0}
+    ax = lesson.plot_scaling(scalings, usable_cpus=2)
+    assert len(ax.lines) == 3
+    matplotlib.pyplot.close("all")
