@@ -1,17 +1,29 @@
 """The issue's performance targets, checked against benchmark rows (``helpers.bench.transport_suite``).
 
 - the executor's warm round trip of an array not yet shared: at most 2x floor (a) (one copy into
-  warm memory) at 10 MiB and up; and, since at 10 MiB floor (a) is under a millisecond, the same
-  with the stdlib's own fixed cost of a round trip (``stdlib_tiny``: echo of an int, no array)
-  taken off first: what ours adds beyond that fixed cost is at most 2x floor (a). Where the first
-  misses and the second holds, what remains is the stdlib's queue machinery (a feeder thread, a
-  pipe each way, a result thread, thread wake-ups), which a drop-in cannot go below;
+  warm memory) at 10 MiB and up. Since at 10 MiB floor (a) is under a millisecond, two more targets
+  split the round trip where that one misses (a profile drawn from rows of the same run):
+  ``ours_warm - stdlib_tiny`` (the stdlib's own fixed cost of a round trip, an echo of an int,
+  taken off) and ``ours_warm - ours_shared`` (the fixed cost of a round trip that carries an array
+  as a handle, no copy, taken off: what is left is what depends on the size, the copy) are each at
+  most 2x floor (a). Where the first target misses and these hold, what remains is a fixed cost
+  of the round trip, not the copy;
 - every executor round trip, the first call included: at most 1.2x floor (b) (one copy into a
   new shared-memory segment), at every size measured;
 - the torch-free reduction's first share with warm segments (its median; the very first call is
   ``first_s``): at most 2x floor (a) at 100 MiB and up, local and remote;
 - a round trip of an array already in shared memory (executor and both reductions): under 2 ms at
   every size, and flat: its median at the largest size over the smallest under 3.
+
+Why 2x floor (a) at 10 MiB is out of a drop-in's reach: there floor (a) is about half a
+millisecond (0.47 ms on the reference VM, results/vm-2026-11-23-transport.json), and a round trip
+that copies nothing costs about as much: the stdlib's echo of an int (``stdlib_tiny``) took
+0.44-0.67 ms on that VM (2026-11-26), ours with a 10 MiB array as a handle both ways
+(``ours_shared``) 0.72 ms (1.5x floor (a), reference file). A ``ProcessPoolExecutor`` subclass pays
+the stdlib's queue machinery (its queue-management and feeder threads, a pipe each way, thread
+wake-ups on both sides) plus one copy, about 2x floor (a) at 10 MiB, before any work of its own.
+results/README.md ("Where a 10 MiB round trip goes") has the profile, stage by stage. The limits
+stay the issue's: a miss at 10 MiB is reported as MISSED, with the splits beside it.
 """
 
 from __future__ import annotations
@@ -29,7 +41,8 @@ RATIO_TARGETS = (
 ALREADY_SHARED_ROWS = ("ours_shared", "reducer_torch_shared_local", "reducer_torch_shared_remote",
                        "reducer_shared_memory_shared_local", "reducer_shared_memory_shared_remote")
 # (row, row whose median is taken off first, floor, from this size on, limit)
-BEYOND_FIXED_TARGETS = (("ours_warm", "stdlib_tiny", "warm", 10 * MiB, 2.0),)
+BEYOND_FIXED_TARGETS = (("ours_warm", "stdlib_tiny", "warm", 10 * MiB, 2.0),
+                        ("ours_warm", "ours_shared", "warm", 10 * MiB, 2.0))
 SHARED_LIMIT_S = 2e-3
 SHARED_GROWTH_LIMIT = 3.0
 

@@ -64,8 +64,8 @@ from helpers.shared.executor_workers import (
     start_worker,
     unlink_when_gone,
 )
-from helpers.shared.room import SHM_DIR
-from helpers.shared.segment_holds import hold_segment, holders, is_held_here
+from helpers.shared.room import segment_exists
+from helpers.shared.segment_holds import hold_segment, holders_seen, is_held_here
 from helpers.shared.segment_pool import HEADER_BYTES, SegmentPool
 from helpers.shared.shm import handle_of
 from helpers.shared.transit import (
@@ -120,11 +120,13 @@ class _Task:
         packed = self.executor._pack(self.call, self)
         return (payload, (packed, self.result_name, self.executor.min_shared_bytes))
 
-    def finish(self) -> None:
-        """Drop this task's hold on its segments; unlink a result segment nobody adopted."""
+    def finish(self, answered: bool = False) -> None:
+        """Drop this task's hold on its segments; unlink a result segment nobody adopted. ``answered``:
+        the worker's reply was unpacked, so a result segment exists only if it was adopted (no
+        need to ask /dev/shm)."""
         self.roots.clear()
         self.call = None
-        if not self.adopted and (SHM_DIR / self.result_name).exists():
+        if not self.adopted and not answered and segment_exists(self.result_name):
             release_result_segment(self.result_name)  # the task failed after writing its result
 
 
@@ -253,7 +255,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             outer.pickled_arrays += task.fallbacks
             if isinstance(error, BrokenProcessPool) and not task.adopted:
                 self._unlink_late_result(task.result_name)
-            task.finish()
+            task.finish(answered=error is None and not inner.cancelled())
         except BaseException as release_error:
             value, error = None, error or release_error
         try:
@@ -351,7 +353,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             if root is None:
                 root = mapped[name] = _map_result_segment(name, task)
             array = view_on(root, ref.handle)
-            if ref.copied and holders(name, root) > 1:
+            if ref.copied and holders_seen(root) > 1:
                 array = array.copy(order="A")  # the worker kept its argument: do not share its memory
             return as_received(array, ref)
 

@@ -17,7 +17,7 @@ import traceback
 from multiprocessing import resource_tracker
 
 from helpers.shared._segments import process_alive, unlink
-from helpers.shared.room import SHM_DIR
+from helpers.shared.room import segment_exists
 from helpers.shared.transit import Packed, WorkerSide, pack_result, pack_result_pickled
 
 ORPHAN_CHECK_SECONDS = 0.5
@@ -29,7 +29,7 @@ def unlink_when_gone(result_name: str, worker_pids: list[int], wait_seconds: flo
     deadline = time.monotonic() + wait_seconds
     while any(process_alive(pid) for pid in worker_pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if (SHM_DIR / result_name).exists():
+    if segment_exists(result_name):
         release_result_segment(result_name)
 
 

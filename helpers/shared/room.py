@@ -109,6 +109,16 @@ def available_memory() -> int:
     return available
 
 
+def segment_exists(name: str) -> bool:
+    """True while /dev/shm has an entry called ``name``: one ``stat``, without building a ``Path``
+    (an executor asks once per failed task; a ``Path`` costs several times the system call)."""
+    try:
+        os.stat(os.path.join(SHM_DIR, name))
+    except OSError:
+        return False
+    return True
+
+
 def _shm_stats() -> os.statvfs_result | None:
     try:
         return os.statvfs(SHM_DIR)

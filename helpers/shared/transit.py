@@ -31,15 +31,17 @@ from typing import NamedTuple
 import numpy as np
 
 from helpers.shared._segments import (
+    MAPPED_SEGMENTS,
     Mapping,
     bottom_of,
     check_room,
     contiguous_strides,
+    mapping_under,
     unlink,
 )
 from helpers.shared.room import available_memory, shm_free
-from helpers.shared.segment_holds import hold_segment
-from helpers.shared.shm import ArrayHandle, handle_of
+from helpers.shared.segment_holds import settle_uncounted, view_uncounted
+from helpers.shared.shm import ArrayHandle
 from helpers.shared.units import format_bytes
 
 ALIGN_BYTES = 64  # each result array starts on a cache line in the result segment
@@ -212,11 +214,17 @@ def root_of(array: np.ndarray) -> np.ndarray:
 
 
 class WorkerSide:
-    """Attach a task's segments in the worker (once per name) and detach them when it ends."""
+    """Attach a task's segments in the worker (once per name) and detach them when it ends.
+
+    The parent holds every pooled segment of the task until the worker's reply, so the worker
+    counts itself as a holder only of those it still views when the task ends (a view the function
+    kept): most tasks take no lock on any segment (``segment_holds.view_uncounted``).
+    """
 
     def __init__(self):
         self._roots: dict[str, np.ndarray] = {}
         self._mappings: list[Mapping] = []
+        self._uncounted: list[int] = []  # segment_holds tokens, settled when the task ends
         self._copied: set[str] = set()  # segments holding a private copy made for this task
         self._returned: set[str] = set()  # copied segments a result already views
 
@@ -232,7 +240,7 @@ class WorkerSide:
             self._mappings.append(mapping)
             root = self._roots[name] = np.frombuffer(mapping.map, np.uint8)
             if ref.counted:
-                hold_segment(name, root)
+                self._uncounted.append(view_uncounted(name, root))
         if ref.copied:
             self._copied.add(name)
         return as_received(view_on(root, ref.handle), ref)
@@ -245,8 +253,8 @@ class WorkerSide:
         """The ``ArrayRef`` of a result that views one of this task's argument segments, or None
         when it must be copied: it views other memory, or a private copy made for this task that
         another result already views or that unpickling would lay out differently."""
-        handle = handle_of(array)
-        if handle is None or handle.name not in self._roots:
+        handle = self._handle_of(array)
+        if handle is None:
             return None
         memmap = type(array) is np.memmap
         if handle.name not in self._copied:  # memory the caller shares: the same memory goes back
@@ -257,11 +265,26 @@ class WorkerSide:
         self._returned.add(handle.name)
         return ArrayRef(handle, writeable, copied=True, memmap=memmap)
 
+    def _handle_of(self, array: np.ndarray) -> ArrayHandle | None:
+        """The handle of ``array`` if it views one of this task's argument segments, else None
+        (``shm.handle_of`` without asking /dev/shm: the parent keeps them until the reply)."""
+        segment_map = mapping_under(array)
+        found = MAPPED_SEGMENTS.get(segment_map) if segment_map is not None else None
+        if found is None or found[0] not in self._roots or array.dtype.hasobject:
+            return None
+        name, address = found
+        return ArrayHandle(name, tuple(array.shape), array.dtype, tuple(array.strides),
+                           array.__array_interface__["data"][0] - address)
+
     def __enter__(self) -> WorkerSide:
         return self
 
     def __exit__(self, *exc_info) -> None:
+        """Let go of the task's roots; count this worker as a holder of what is still viewed (kept)."""
         self._roots.clear()
+        for token in self._uncounted:
+            settle_uncounted(token)
+        self._uncounted.clear()
         for mapping in self._mappings:
             mapping.close()  # a view the task kept elsewhere keeps its mapping until it goes
 

@@ -8,8 +8,8 @@ medians of REPEAT runs against the floors measured just before, in the same proc
 - an array already in shared memory: under 2 ms at 1 MiB and 100 MiB, and flat (ratio < 3);
 - the torch-free reduction's first share with warm segments: at most 2x floor (a), local and remote.
 
-The machine is shared and noisy: a ratio target that fails is measured once more, floors
-included, and fails only if both attempts miss (a real regression misses both); the limits are
+The machine is shared and noisy: a target that fails is measured once more (a ratio target with
+its floors), and fails only if both attempts miss (a real regression misses both); the limits are
 the issue's, never loosened.
 """
 
@@ -68,13 +68,19 @@ def test_first_call_costs_at_most_1_2_fresh_segment_copies(source):
 
 
 def test_already_shared_round_trip_is_under_2_ms_and_flat():
-    medians = {}
-    for n_bytes in (1 * MiB, 100 * MiB):
-        array = copy_floors.random_array(n_bytes)
-        floors = transport.measure_floors(array[: 1 * MiB // 8], repeat=1)  # ratios unused here
-        medians[n_bytes] = _executor_row(array, "ours shared", floors)["median_s"]
-    assert max(medians.values()) < targets.SHARED_LIMIT_S, medians
-    assert medians[100 * MiB] / medians[1 * MiB] < targets.SHARED_GROWTH_LIMIT, medians
+    """Seconds, not a ratio: measured once more (both sizes) if the first attempt misses."""
+    seen = []
+    for _ in range(ATTEMPTS):
+        medians = {}
+        for n_bytes in (1 * MiB, 100 * MiB):
+            array = copy_floors.random_array(n_bytes)
+            floors = transport.measure_floors(array[: 1 * MiB // 8], repeat=1)  # ratios unused here
+            medians[n_bytes] = _executor_row(array, "ours shared", floors)["median_s"]
+        seen.append(medians)
+        if (max(medians.values()) < targets.SHARED_LIMIT_S
+                and medians[100 * MiB] / medians[1 * MiB] < targets.SHARED_GROWTH_LIMIT):
+            return
+    pytest.fail(f"an already-shared round trip is over 2 ms or not flat in every attempt (seconds): {seen}")
 
 
 @pytest.mark.parametrize("where", ["local", "remote"])

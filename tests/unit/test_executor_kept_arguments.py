@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import gc
 import multiprocessing as mp
+import os
+import pathlib
 import time
 
 import numpy as np
 import pytest
 
 from helpers.lessons import workers
+from helpers.shared._segments import process_alive
 from helpers.shared.executor import SharedMemoryExecutor
+from helpers.shared.segment_holds import release_every_hold
 
 N_ITEMS = 1_000_000  # 8 MB of float64: above the 1 MiB threshold, so it crosses in a pooled segment
 METHODS = ["fork", "spawn", "forkserver"]
@@ -125,3 +129,45 @@ def test_a_result_passed_on_to_another_task_keeps_its_data_after_the_first_is_go
         assert (second == 1.0).all()
         del second
         assert lent_bytes_once_collected(executor) == 0  # and once nobody views it, it goes back
+
+
+def _fork_a_child_that_keeps(array: np.ndarray, folder: str) -> int:
+    """Task (fork workers run it from this module): fork a child that keeps viewing ``array`` after
+    the task is over, until ``folder``/go exists; it then writes the array's sum to ``folder``/sum,
+    lets go and exits. Returns the child's pid; the task itself keeps nothing."""
+    child = os.fork()
+    if child == 0:
+        try:
+            go = pathlib.Path(folder, "go")
+            deadline = time.monotonic() + 60
+            while not go.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            pathlib.Path(folder, "sum.tmp").write_text(repr(float(np.sum(array))))
+            os.rename(pathlib.Path(folder, "sum.tmp"), pathlib.Path(folder, "sum"))
+            del array
+            release_every_hold()  # os._exit runs no exit hook: let go as a normal exit does
+        finally:
+            os._exit(0)
+    return child
+
+
+@pytest.mark.timeout(120)
+def test_a_child_the_worker_forks_during_a_task_keeps_its_data(tmp_path):
+    """The worker counts itself as a holder only of what it still views when the task ends; a child
+    it forked during the task inherits the view and must be counted for it at the fork, so the
+    segment is not lent to a later task while the child still reads it."""
+    with SharedMemoryExecutor(1, mp.get_context("fork")) as executor:
+        child = executor.submit(_fork_a_child_that_keeps, np.full(N_ITEMS, 1.0), str(tmp_path)).result()
+        later = executor.submit(workers.plus_one, np.full(N_ITEMS, 5.0)).result()  # would reuse the segment
+        assert (later == 6.0).all()
+        del later
+        assert executor.segment_pool.created == 2
+        (tmp_path / "go").touch()
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "sum").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert float((tmp_path / "sum").read_text()) == 1e6
+        deadline = time.monotonic() + 30
+        while process_alive(child) and time.monotonic() < deadline:  # a zombie of the worker: gone
+            time.sleep(0.01)
+        assert lent_bytes_once_collected(executor) == 0  # the child let go when it exited

@@ -78,3 +78,20 @@ def test_what_ours_adds_beyond_the_stdlibs_fixed_cost_is_checked_from_10_mib():
     assert beyond["value"] == pytest.approx(2.0) and beyond["holds"]
     assert not checks[("ours_warm <= 2x floor_warm", size)]["holds"]  # 2.43x with the fixed cost
     assert ("ours_warm - stdlib_tiny <= 2x floor_warm", MiB) not in checks
+
+
+def test_what_the_copy_adds_beyond_a_round_trip_of_a_handle_is_checked_from_10_mib():
+    """``ours_warm - ours_shared``: the part of a round trip that depends on the size (the copy)."""
+    size = 10 * MiB
+    rows = [_row("floor_warm", size, 0.0005), _row("ours_warm", size, 0.0013),
+            _row("ours_shared", size, 0.0007), _row("ours_warm", MiB, 0.0008),
+            _row("ours_shared", MiB, 0.0006)]
+    checks = {(c["target"], c["size_bytes"]): c for c in targets.check_targets(rows)}
+    copy_part = checks[("ours_warm - ours_shared <= 2x floor_warm", size)]
+    assert copy_part["value"] == pytest.approx(1.2) and copy_part["holds"]
+    assert not checks[("ours_warm <= 2x floor_warm", size)]["holds"]  # 2.6x with the fixed cost
+    assert ("ours_warm - ours_shared <= 2x floor_warm", MiB) not in checks
+    slower = [_row("floor_warm", size, 0.0005), _row("ours_warm", size, 0.0020),
+              _row("ours_shared", size, 0.0007)]
+    split = {c["target"]: c for c in targets.check_targets(slower)}
+    assert not split["ours_warm - ours_shared <= 2x floor_warm"]["holds"]  # 2.6x: the copy got slower
