@@ -103,6 +103,7 @@ test: lint unit bench-check test-notebooks test-browser
 
 notebooks: $(INSTALLED)
 	$(BIN)/python -m tools.execute_notebooks execute notebooks/*.ipynb
+	$(BIN)/python -m tools.lesson_times --write
 
 # The strategies suite (16 and 128 MiB, every strategy), then every size of the transport suite (about 3-4
 # minutes on a 2-core VM); each writes results/<host>-<date>-<suite>.json and .png and is compared with its

@@ -3,7 +3,9 @@
 ``python -m tools.execute_notebooks execute notebooks/*.ipynb`` runs each notebook top to bottom in a
 fresh kernel of this environment, at the size ``helpers.measure.config`` picks (or ``LAB_ARRAY_MB``), and
 writes it back with its outputs, minus what should never be stored: widget views and state
-(they show "model not found" when reopened) and per-cell execution timestamps.
+(they show "model not found" when reopened) and per-cell execution timestamps. The seconds the run
+took go into the notebook's metadata (``lab.run_seconds``), where ``tools.lesson_times`` reads them
+for the lesson's header and the README.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def execute_in_place(path: Path) -> float:
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
+    notebook.metadata.setdefault("lab", {})["run_seconds"] = round(seconds, 1)  # tools.lesson_times reads it
     nbformat.write(strip_volatile(notebook), path)
     return seconds
 

@@ -46,6 +46,7 @@ def _c(text: str, *lessons: str, source: str = "") -> Cell:
 NO_NODE = "no: one machine"
 PY_DOCS = "Python docs"
 RAY_DOCS = "Ray docs"
+DASK_DOCS = "Dask docs"
 
 GUIDE: dict[str, dict[str, Cell]] = {
     "threads": {
@@ -115,6 +116,16 @@ GUIDE: dict[str, dict[str, Cell]] = {
         "multi_node": _c(NO_NODE, "06"),
         "object_dtype": _c("no: raw bytes in a file", source="NumPy docs"),
     },
+    "joblib": {
+        "writable": _c("no: read-only views (mmap_mode='r'); a reused Parallel misses in-place changes",
+                       "06"),
+        "start_methods": _c("loky's own workers (fresh interpreters, like spawn)", "06"),
+        "os": _c("Linux (tested); any OS per the joblib docs", "06"),
+        "crash_cleanup": _c("worker killed: dump removed; parent killed: dump stays while its workers live",
+                            "06"),
+        "multi_node": _c("no with loky (other backends can, per the joblib docs)", source="joblib docs"),
+        "object_dtype": _c("yes, pickled: object arrays are never memory-mapped", "06"),
+    },
     "shared_memory": {
         "writable": _c("yes, seen by every process", "07", "08"),
         "start_methods": _c("any: attach by name", "07"),
@@ -162,6 +173,22 @@ GUIDE: dict[str, dict[str, Cell]] = {
         "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "10"),
         "multi_node": _c("yes: objects move between nodes", "10"),
         "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS),
+    },
+    "dask_by_value": {
+        "writable": _c("private copy per task: writes are lost", "10"),
+        "start_methods": _c("Dask's nannies spawn the workers", "10"),
+        "os": _c("Linux (tested); macOS, Windows per the Dask docs", "10"),
+        "crash_cleanup": _c("a killed worker is restarted by its nanny; closing the cluster ends all", "10"),
+        "multi_node": _c("yes: workers on many machines, data over TCP", source=DASK_DOCS),
+        "object_dtype": _c("yes, pickled (copied)", source=DASK_DOCS),
+    },
+    "dask_scatter": {
+        "writable": _c("yes, but a write changes that worker's copy only", source=DASK_DOCS),
+        "start_methods": _c("Dask's nannies spawn the workers", "10"),
+        "os": _c("Linux (tested); macOS, Windows per the Dask docs", "10"),
+        "crash_cleanup": _c("a killed worker is restarted by its nanny; closing the cluster ends all", "10"),
+        "multi_node": _c("yes: one copy per worker, fetched worker to worker", "10"),
+        "object_dtype": _c("yes, pickled (copied)", source=DASK_DOCS),
     },
 }
 

@@ -151,6 +151,7 @@ class Mechanism:
     setup_is_start = False
     reach = staticmethod(tasks.reach_argument)
     notes = ""
+    own_process = False  # measured in a spawned process of its own (helpers.bench.ray_child), as Ray is
 
     def __init__(self, array: np.ndarray, n_workers: int, stack: contextlib.ExitStack):
         self.array, self.n_workers, self.stack = array, n_workers, stack

@@ -10,9 +10,10 @@ returns a same-size array (timed, checked), teardown (timed), and the memory the
 every worker holds the array. ``floor_seconds`` measures the floors to compare with. Seconds and
 bytes throughout; the array is the caller's random float64.
 
-The Ray strategies run in a spawned process of their own (``helpers.bench.ray_child``), which
-measures them the same way and sends the results back: Ray never runs in this process, so the
-fork-started strategies may still fork here afterwards. Where Ray has run in this process anyway
+The Ray and Dask strategies run in a spawned process of their own (``helpers.bench.ray_child``),
+which measures them the same way and sends the results back: neither runs in this process (Ray's
+gRPC threads, Dask's offload thread), so the fork-started strategies may still fork here
+afterwards. Where Ray has run in this process anyway
 (the user's own ``ray.init()``), a fork-started strategy is skipped with the reason
 (``helpers.lessons.ray_session.FORK_AFTER_RAY``) instead of hanging.
 """
@@ -25,17 +26,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.bench import mechanisms, ray_child, ray_strategies
+from helpers.bench import dask_strategies, mechanisms, ray_child, ray_strategies
 from helpers.bench import transport_suite as transport
 from helpers.bench.harness import Mechanism, measure
+from helpers.bench.joblib_mechanism import Joblib
 from helpers.lessons import memmap, ray_session
 from helpers.measure import system
 from helpers.measure.timing import Timing
 from helpers.measure.units import format_bytes
 
 NAMES = ("threads", "pickle", "send_once", "manager", "fork_cow", "sharedctypes", "memmap_disk",
-         "memmap_tmpfs", "shared_memory", "executor", "reducer_torch", "reducer_shared_memory",
-         "ray_by_value", "ray_object_store")
+         "memmap_tmpfs", "joblib", "shared_memory", "executor", "reducer_torch", "reducer_shared_memory",
+         "ray_by_value", "ray_object_store", "dask_by_value", "dask_scatter")
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class Strategy:
 
 
 def _strategies() -> dict[str, Strategy]:
-    m, r = mechanisms, ray_strategies
+    m, r, d = mechanisms, ray_strategies, dask_strategies
     table = [
         ("threads", "threads of this process (ThreadPoolExecutor)", "01",
          "zero-copy: every thread reads the same array", m.Threads),
@@ -93,6 +95,8 @@ def _strategies() -> dict[str, Strategy]:
          "one copy into a file (page cache); workers map it", m.MemmapDisk),
         ("memmap_tmpfs", "np.memmap of a file on tmpfs", "06",
          "one copy into a tmpfs file; workers map it", m.MemmapTmpfs),
+        ("joblib", "joblib Parallel, loky backend (auto-memmap)", "06",
+         "one dump per call into a file (/dev/shm or the temp folder); workers map it read-only", Joblib),
         ("shared_memory", "SharedNDArray (named shared memory)", "07",
          "zero-copy (maps one segment) after one copy in", m.SharedMemory),
         ("executor", "SharedMemoryExecutor (private array per submit)", "08",
@@ -105,6 +109,10 @@ def _strategies() -> dict[str, Strategy]:
          "one object-store copy per task, read zero-copy", r.RayByValue),
         ("ray_object_store", "Ray object store (ray.put once)", "10",
          "one object-store copy, read zero-copy", r.RayObjectStore),
+        ("dask_by_value", "Dask task argument by value (client.submit(f, array))", "10",
+         "one copy per task: in the scheduler and in the worker", d.DaskByValue),
+        ("dask_scatter", "Dask scatter once (client.scatter(array, broadcast=True))", "10",
+         "one copy per worker, in its data store", d.DaskScatter),
     ]
     return {name: Strategy(name, title, lesson, mechanism.start_method, copies, mechanism)
             for name, title, lesson, copies, mechanism in table}
@@ -166,6 +174,12 @@ def _check_array(array: np.ndarray) -> None:
                          "np.random.default_rng(0).random(n))")
 
 
+def in_own_process(strategy: Strategy) -> bool:
+    """Whether ``strategy`` runs in the spawned process of ``helpers.bench.ray_child`` (Ray, Dask: they
+    leave threads behind, and this process may fork afterwards)."""
+    return strategy.start_method == "ray" or strategy.mechanism.own_process
+
+
 def run_strategy(name: str, array: np.ndarray, n_workers: int, repeat: int = 3) -> StrategyResult:
     """Set up, fan out, round trip, tear down (``helpers.bench.harness``); ``repeat`` timed runs of
     the fan-out and the round trip, after one warm-up each. A Ray strategy runs in a spawned process
@@ -187,7 +201,7 @@ def _run_one(name: str, array: np.ndarray, n_workers: int, repeat: int,
     reason = strategy.unavailable(array.nbytes, n_workers)
     if reason is not None:
         return StrategyResult(name, strategy.title, array.nbytes, n_workers, skipped=reason)
-    if strategy.start_method != "ray":
+    if not in_own_process(strategy):
         return _measure_here(strategy, array, n_workers, repeat)
     try:
         return child.run(name, n_workers, repeat)
@@ -249,14 +263,14 @@ def run_all(names: Iterable[str], array: np.ndarray, n_workers: int, repeat: int
     unknown = [name for name in names if name not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(NAMES)}")
-    ray_left = sum(STRATEGIES[name].start_method == "ray" for name in names)
+    ray_left = sum(in_own_process(STRATEGIES[name]) for name in names)
     results = []
     with ray_child.RayChild(_serve_ray_strategies, array, share=share_ray_session) as child:
         for done, name in enumerate(names):
             if progress is not None:
                 progress(name, done, len(names))
             results.append(_run_one(name, array, n_workers, repeat, child))
-            if STRATEGIES[name].start_method == "ray":
+            if in_own_process(STRATEGIES[name]):
                 ray_left -= 1
                 if ray_left == 0:
                     child.close()

@@ -5,7 +5,8 @@ with), ``time_round_trips`` (first call, warm, already shared), ``fan_out_memory
 while every worker holds the same array), ``callers_view`` (what callbacks and waiting threads see),
 and, in a fresh interpreter, ``globals_after_use`` and ``kill_program_mid_task`` (the faults of a
 widely used package of this kind: a global ``Future`` monkeypatch; segments left by a killed
-program). Times are seconds, sizes bytes.
+program), and ``EXERCISE``, the lesson's "Your turn" on the fan-out's memory (the correctness tour is in
+``shared_memory_executor_tour``). Times are seconds, sizes bytes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import psutil
 
 from helpers.lessons import workers
 from helpers.lessons.demos import SETTLE_SECONDS, hold, increase
+from helpers.lessons.exercises import Exercise
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.timing import Timing, stopwatch, time_it
@@ -116,6 +118,7 @@ def fan_out_memory(executor_class, context, n_workers: int, array: np.ndarray,
                     release.set()
                 for future in futures:
                     future.result()
+    report.name_roles()  # "parent", "worker 1".. instead of process ids
     return FanOutMemory(report, increase(report, "idle", "fan-out"), array.nbytes)
 
 
@@ -269,6 +272,42 @@ def kill_program_mid_task(n_bytes: int, way: str = "executor", n_tasks: int = 2,
     warnings = [line[line.index("resource_tracker:"):] for line in stderr.splitlines()
                 if "resource_tracker:" in line and "leaked" in line]
     return KillOutcome(segments, left, None if left else waited, waited, orphans, warnings)
+
+
+FAN_OUT_WAYS = ("stdlib", "private", "shared")  # the exercise's keys: stdlib pool, ours with a private
+# array, ours with the array already in a SharedNDArray
+
+
+def _check_fan_out_prediction(answer, n_workers: int, stdlib: float, private: float, shared: float,
+                              noise_arrays: float) -> str | None:
+    """None when ``answer`` predicts the tree PSS each fan-out added (in arrays), else a hint."""
+    if not isinstance(answer, dict) or set(answer) != set(FAN_OUT_WAYS) or not all(
+            isinstance(answer[key], int | float) and not isinstance(answer[key], bool) for key in answer):
+        return ("answer with a dict of three numbers, {'stdlib': ..., 'private': ..., 'shared': ...}, "
+                "in arrays")
+    for way, grew in (("stdlib", stdlib), ("private", private)):
+        if not 0.75 * n_workers <= answer[way] <= 1.5 * max(grew, n_workers) + noise_arrays:
+            return (f"with {way!r} the tree's PSS grew by {grew:.1f} arrays, not {answer[way]!r}: "
+                    f"each of the {n_workers} tasks got its own copy of a private array")
+    if answer["shared"] > 0.25 + noise_arrays:
+        return (f"with 'shared' the tree's PSS grew by {shared:.2f} arrays, not {answer['shared']!r}: "
+                "every task got the same handle, and the workers map pages that were already counted once")
+    return None
+
+
+EXERCISE = Exercise(
+    name="what a fan-out adds to the process tree",
+    question=("N_WORKERS tasks each get the same array and read all of it. By how many arrays does the "
+              "tree's PSS grow with the stdlib executor, with ours and a private array, and with ours and "
+              "the array in a SharedNDArray? Answer {'stdlib': ..., 'private': ..., 'shared': ...} "
+              "(1.0 = the array's bytes; N_WORKERS is allowed)."),
+    check=_check_fan_out_prediction,
+    solution=lambda n_workers, **measured: {"stdlib": float(n_workers), "private": float(n_workers),
+                                            "shared": 0.0},
+    explanation=("A private array is copied for every task, by pickling (stdlib) or into one segment per "
+                 "task (ours: it cannot know you will not change the array between two submits); an array "
+                 "already shared crosses as a handle, and the workers only map its pages."),
+)
 
 
 # --- Worker functions (run in child processes; importable by name under spawn and forkserver) ---

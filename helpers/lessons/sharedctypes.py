@@ -13,13 +13,17 @@ from __future__ import annotations
 import ctypes
 import os
 import statistics
+import textwrap
 import time
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import SynchronizedBase
 
 import numpy as np
 
+from helpers.lessons.exercises import Exercise
+
 BARRIER_SECONDS = 60.0  # a worker waiting longer than this for its peers raises BrokenBarrierError
+RUN_TIMEOUT = 120.0  # seconds a CounterPool run may take before the caller gives up
 
 # What the initializer gave this worker process: "array" (a NumPy view), "barrier" (or None).
 _worker: dict[str, object] = {}
@@ -186,8 +190,54 @@ def init_counter_worker(counter, barrier) -> None:
     _worker["barrier"] = barrier
 
 
-def increment(way: str, iterations: int) -> tuple[float, float]:
-    """Add 1 to the shared counter ``iterations`` times, in one of ``INCREMENT_WAYS``.
+def add_unlocked(view: np.ndarray, counter, lock, iterations: int) -> None:
+    """Add 1 ``iterations`` times through a NumPy view, no lock: updates get lost."""
+    for _ in range(iterations):
+        view[0] += 1  # read, add, write: another worker may write in between
+
+
+def add_item(view: np.ndarray, counter, lock, iterations: int) -> None:
+    """Add 1 ``iterations`` times through the locked ``Array``'s item access: still loses updates."""
+    for _ in range(iterations):
+        counter[0] += 1  # the read is locked, the write is locked, the pair is not
+
+
+def add_locked(view: np.ndarray, counter, lock, iterations: int) -> None:
+    """Add 1 ``iterations`` times, each read-add-write inside the lock: exact."""
+    for _ in range(iterations):
+        with lock:
+            view[0] += 1
+
+
+def add_locally(view: np.ndarray, counter, lock, iterations: int) -> None:
+    """Count ``iterations`` in a local variable, then add the total once under the lock: exact."""
+    local = 0
+    for _ in range(iterations):
+        local += 1
+    with lock:
+        view[0] += local
+
+
+LOOPS = {"unlocked": add_unlocked, "item": add_item, "locked": add_locked, "local": add_locally}
+
+
+def compile_line(line: str):
+    """Compile ``line`` (the body of the exercise's loop) into ``for _ in range(iterations): line``.
+
+    Raises ValueError, saying why, when ``line`` is not a string of Python statements.
+    """
+    if not isinstance(line, str) or not line.strip():
+        raise ValueError(f"the answer must be a line of Python as a string, got {line!r}")
+    body = textwrap.indent(textwrap.dedent(line).strip(), "    ")
+    try:
+        return compile(f"for _ in range(iterations):\n{body}\n", "<your line>", "exec")
+    except SyntaxError as error:
+        raise ValueError(f"{line!r} is not valid Python: {error.msg}") from None
+
+
+def increment(way: str, iterations: int, line: str | None = None) -> tuple[float, float]:
+    """Add 1 to the shared counter ``iterations`` times, in one of ``INCREMENT_WAYS`` (``LOOPS``),
+    or ``way="line"``: run ``line`` ``iterations`` times with ``view``, ``counter`` and ``lock``.
 
     Waits for every worker first (one such task per worker, so the loops overlap); returns the
     loop's wall-clock seconds and this worker's CPU seconds in it (waits for the lock excluded).
@@ -195,26 +245,17 @@ def increment(way: str, iterations: int) -> tuple[float, float]:
     counter = _worker["counter"]
     view = as_array(counter)
     lock = counter.get_lock()
+    if way == "line":
+        code = compile_line(line)
+        names = {"view": view, "counter": counter, "lock": lock, "iterations": iterations}
+    elif way not in LOOPS:
+        raise ValueError(f"way must be one of {sorted(LOOPS)} or 'line', got {way!r}")
     _wait_for_peers()
     start, cpu_start = time.perf_counter(), time.thread_time()
-    if way == "unlocked":
-        for _ in range(iterations):
-            view[0] += 1  # read, add, write: another worker may write in between
-    elif way == "item":
-        for _ in range(iterations):
-            counter[0] += 1  # the get and the set are each locked, the pair is not
-    elif way == "locked":
-        for _ in range(iterations):
-            with lock:
-                view[0] += 1
-    elif way == "local":
-        local = 0
-        for _ in range(iterations):
-            local += 1
-        with lock:
-            view[0] += local
+    if way == "line":
+        exec(code, names)  # the learner's line, in this worker
     else:
-        raise ValueError(f"way must be one of {sorted(INCREMENT_WAYS)}, got {way!r}")
+        LOOPS[way](view, counter, lock, iterations)
     return time.perf_counter() - start, time.thread_time() - cpu_start
 
 
@@ -270,13 +311,20 @@ class CounterPool:
         self.pool = context.Pool(n_workers, initializer=init_counter_worker,
                                  initargs=(self.counter, self.barrier))
 
-    def run(self, way: str, iterations: int) -> IncrementRun:
-        """Reset the counter, let every worker add 1 ``iterations`` times, return what it reached."""
-        if way not in INCREMENT_WAYS:
-            raise ValueError(f"way must be one of {sorted(INCREMENT_WAYS)}, got {way!r}")
+    def run(self, way: str, iterations: int, line: str | None = None) -> IncrementRun:
+        """Reset the counter, let every worker add 1 ``iterations`` times, return what it reached.
+
+        ``way`` is one of ``INCREMENT_WAYS``, or "line" to run ``line`` (see ``increment``).
+        Raises ``multiprocessing.TimeoutError`` when the workers take over ``RUN_TIMEOUT`` seconds.
+        """
+        if way == "line":
+            compile_line(line)  # a bad line fails here, before any worker waits for its peers
+        elif way not in INCREMENT_WAYS:
+            raise ValueError(f"way must be one of {sorted(INCREMENT_WAYS)} or 'line', got {way!r}")
         view = as_array(self.counter)
         view[0] = 0
-        times = self.pool.starmap(increment, [(way, iterations)] * self.n_workers, chunksize=1)
+        tasks = [(way, iterations, line)] * self.n_workers
+        times = self.pool.starmap_async(increment, tasks, chunksize=1).get(RUN_TIMEOUT)
         return IncrementRun(way, self.n_workers, iterations, int(view[0]),
                             tuple(wall for wall, _ in times), tuple(cpu for _, cpu in times))
 
@@ -311,3 +359,81 @@ def measure_increments(
 def median_seconds_per_update(runs: list[IncrementRun], cpu: bool = False) -> float:
     """Median over runs of each run's seconds per update: wall-clock, or CPU time when ``cpu``."""
     return statistics.median(run.cpu_seconds_per_update if cpu else run.seconds_per_update for run in runs)
+
+
+def increment_table(
+    runs: dict[str, list[IncrementRun]], wall: dict[str, float], cpu: dict[str, float]
+) -> str:
+    """One line per way: expected and counted totals, lost updates (min-max over runs), and the
+    median wall and CPU seconds per update."""
+    from helpers.measure.units import format_seconds
+
+    lines = [f"{'way':<31} {'expected':>9} {'counted (min-max)':>19} {'lost (min-max)':>17} "
+             f"{'wall':>9} {'CPU':>9}"]
+    for way, way_runs in runs.items():
+        counted = f"{min(r.count for r in way_runs):,}-{max(r.count for r in way_runs):,}"
+        lost = f"{min(r.lost for r in way_runs):,}-{max(r.lost for r in way_runs):,}"
+        lines.append(f"{INCREMENT_WAYS[way]:<31} {way_runs[0].expected:>9,} {counted:>19} {lost:>17} "
+                     f"{format_seconds(wall[way]):>9} {format_seconds(cpu[way]):>9}")
+    return "\n".join(lines)
+
+
+def plot_update_costs(wall: dict[str, float], cpu: dict[str, float], n_workers: int):
+    """Two bar charts, log scale: wall and CPU seconds per update of each way (shown in ns)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
+
+    from helpers.measure.plots import plot_bars
+    from helpers.measure.units import format_seconds
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 3.5), layout="constrained")
+    every = [*wall.values(), *cpu.values()]
+    for ax, times, kind in ((axes[0], wall, "Wall"), (axes[1], cpu, "CPU")):
+        plot_bars({INCREMENT_WAYS[way]: seconds * 1e9 for way, seconds in times.items()},
+                  f"{kind} time per update (ns, log scale)",
+                  f"{kind} time: {n_workers} workers add 1 to one counter", ax=ax, log=True)
+        ax.set_xlim(min(every) * 1e9 / 2, max(every) * 1e9 * 4)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        for row, seconds in enumerate(times.values()):
+            ax.annotate(f" {format_seconds(seconds)}", (seconds * 1e9, row), va="center", fontsize=8)
+    axes[1].tick_params(labelleft=False)
+    return fig
+
+
+# --- "Your turn": the learner writes the loop body that fixes the race -------------------------
+
+EXERCISE_RUNS = 3  # runs of the learner's line; every one must count every update
+
+
+def _check_line(answer, context, n_workers: int, iterations: int) -> str | None:
+    try:
+        compile_line(answer)
+    except ValueError as error:
+        return f"{error}; write the loop body as a string, e.g. \"view[0] += 1\""
+    try:
+        with CounterPool(context, n_workers) as counters:
+            runs = [counters.run("line", iterations, answer) for _ in range(EXERCISE_RUNS)]
+    except Exception as error:  # the learner's line raised in a worker, or never finished
+        return f"your line failed in a worker: {type(error).__name__}: {error}"
+    print(f"your line, {n_workers} workers x {iterations:,} times, {EXERCISE_RUNS} runs: counted "
+          f"{', '.join(f'{run.count:,}' for run in runs)} of {runs[0].expected:,}; "
+          f"lost {', '.join(f'{run.lost:,}' for run in runs)}")
+    if all(run.count == 0 for run in runs):
+        return "the counter stayed at 0, so every update was lost: each pass of the loop must add 1"
+    if any(run.lost > 0 for run in runs):
+        return (f"{max(run.lost for run in runs):,} updates were lost: another worker wrote between "
+                "your read and your write; hold the lock around the whole read-add-write")
+    if any(run.lost < 0 for run in runs):
+        return "the counter went past the expected total: each pass of the loop must add exactly 1"
+    return None
+
+
+EXERCISE = Exercise(
+    name="fix the race",
+    question=("write the loop body (a string) that adds 1 to the shared counter so that no update is "
+              "lost; it may use view (a NumPy view of the counter), counter (the Array) and lock "
+              "(counter.get_lock()). The check runs it in every worker and counts lost updates."),
+    check=_check_line,
+    solution=lambda **measured: "with lock: view[0] += 1",
+    explanation="The lock is held from the read to the write, so no other worker writes in between.",
+)

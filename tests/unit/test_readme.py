@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+from tools import lesson_times
+
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
@@ -37,8 +39,13 @@ def test_every_local_link_and_image_in_the_readme_exists():
     assert not missing, f"the README links to files that do not exist: {missing}"
 
 
-def test_the_lesson_map_gives_every_lesson_a_time_to_run():
+def test_the_lesson_map_gives_every_lesson_a_reading_time_and_a_time_to_run():
     rows = [line for line in README.splitlines() if re.match(r"^\| \d\d \| \[", line)]
     assert len(rows) == len(list((ROOT / "notebooks").glob("*.ipynb")))
     for row in rows:
-        assert re.search(r"\| (\d+ s|under a minute) \|$", row), f"no time to run in: {row[:60]}"
+        assert re.search(r"\| \d+ min read, \d+ s run \|$", row), f"no reading and run time in: {row[:60]}"
+
+
+def test_the_times_in_the_readme_and_the_headers_are_those_of_the_stored_runs(capsys):
+    """Word counts and the seconds tools.execute_notebooks recorded: python -m tools.lesson_times --write."""
+    assert lesson_times.main([]) == 0, capsys.readouterr().out

@@ -1,0 +1,373 @@
+"""Lesson 10's Dask section: the same fan-out as Ray's on a Dask ``LocalCluster`` of worker processes,
+the array handed by value (``client.submit(f, array)``) or scattered once
+(``client.scatter(array, broadcast=True)``, then the future). Times are seconds, sizes bytes.
+
+``dask_cluster`` starts the cluster (``processes=True``, one thread per worker, no dashboard, logs
+silenced, its scratch folder a ``sal-dask-*`` temp folder of ours) and always closes it: the
+client, the cluster, every worker process it started (waited for, killed by pid after 10 s), the
+folder. The scheduler and the nannies run in this process (threads of an event loop); each nanny
+spawns one worker process, so the workers are our children and ``track_memory`` sees them. Dask's
+scheduler adds its scratch folder to ``sys.path``; the session takes it out again.
+Every task is pinned to one worker (``workers=[address]``) and made impure (``pure=False``: Dask
+would otherwise run identical calls once). The functions Dask's workers run are at the end of
+this module (a function defined in a notebook cell would live in ``__main__``). Dask is imported
+lazily, so importing ``helpers`` never needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from helpers.lessons.exercises import Exercise
+from helpers.measure.leftovers import TEMP_PREFIX
+from helpers.measure.memory import MemoryReport, track_memory
+from helpers.measure.proctree import label
+from helpers.measure.timing import Timing, time_it
+from helpers.measure.units import format_seconds
+
+SHUTDOWN_TIMEOUT_SECONDS = 10.0
+START_TIMEOUT_SECONDS = 60.0
+PARENT_ROLE = "parent (client, scheduler, nannies)"
+LARGE_GRAPH_WARNING = "Sending large graph"  # Dask's UserWarning for an array inside a task
+
+
+def dask_available() -> str | None:
+    """None if Dask's distributed scheduler imports here, else why not (a sentence for the reader)."""
+    try:
+        import distributed  # noqa: F401
+    except Exception as error:  # ImportError, or a broken install raising something else
+        return (f"Dask is not usable here ({type(error).__name__}: {error}); "
+                "install it with pip install 'dask[distributed]'")
+    return None
+
+
+@dataclass(frozen=True)
+class DaskSession:
+    """A running LocalCluster: its client, the workers' addresses (sorted) and pids, its folder."""
+
+    client: object
+    workers: tuple[str, ...]
+    worker_pids: tuple[int, ...]
+    folder: Path
+
+    def roles(self) -> dict[int, str]:
+        """Role of each process for ``MemoryReport.name_roles``: this process and the workers."""
+        return {os.getpid(): PARENT_ROLE,
+                **{pid: f"worker {i}" for i, pid in enumerate(self.worker_pids, start=1)}}
+
+
+def _new_descendants(before: set[int]) -> list[psutil.Process]:
+    """Descendants started since ``before``, but multiprocessing's resource tracker (it serves this
+    process for its whole life, whoever started it)."""
+    me = os.getpid()
+    return [child for child in psutil.Process().children(recursive=True)
+            if child.pid not in before and not label(child.pid, me).startswith("resource tracker")]
+
+
+@contextlib.contextmanager
+def dask_cluster(n_workers: int) -> Iterator[DaskSession]:
+    """Start a ``LocalCluster`` of ``n_workers`` processes and a ``Client``; yield a ``DaskSession``;
+    always close both, wait for (or kill) every worker process and remove the scratch folder.
+    RuntimeError, saying why, when Dask is missing or the cluster does not start."""
+    if n_workers < 1:
+        raise ValueError(f"n_workers must be at least 1, got {n_workers}")
+    reason = dask_available()
+    if reason is not None:
+        raise RuntimeError(reason)
+    import dask
+    from distributed import Client, LocalCluster
+
+    folder = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}dask-"))
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        stack.callback(_forget_folder, folder)
+        stack.callback(_wait_or_kill, before)
+        # the scheduler's scratch space follows this setting, the workers' local_directory
+        stack.enter_context(dask.config.set({"temporary-directory": str(folder)}))
+        try:
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                silence_logs=logging.ERROR, local_directory=str(folder)))
+            client = stack.enter_context(Client(cluster, timeout=START_TIMEOUT_SECONDS))
+            client.wait_for_workers(n_workers, timeout=START_TIMEOUT_SECONDS)
+        except Exception as error:
+            reason = f"{type(error).__name__}: {error}"
+            raise RuntimeError(f"Dask's LocalCluster did not start here ({reason})") from error
+        pids = client.run(os.getpid)
+        workers = tuple(sorted(pids))
+        yield DaskSession(client, workers, tuple(pids[w] for w in workers), folder)
+
+
+def _forget_folder(folder: Path) -> None:
+    """Drop the scratch folders Dask's scheduler added to this process's ``sys.path``."""
+    sys.path[:] = [entry for entry in sys.path if not entry.startswith(str(folder))]
+
+
+def _wait_or_kill(before: set[int]) -> None:
+    """Wait for the processes the cluster started to end; kill by pid what is left after 10 s."""
+    _, alive = psutil.wait_procs(_new_descendants(before), timeout=SHUTDOWN_TIMEOUT_SECONDS)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=SHUTDOWN_TIMEOUT_SECONDS)
+
+
+def what_dask_left(session: DaskSession) -> list[str]:
+    """The session's worker processes still running and its folder, if still there (after exit)."""
+    left = [f"worker process {pid}" for pid in session.worker_pids if psutil.pid_exists(pid)
+            and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    return left + ([str(session.folder)] if session.folder.exists() else [])
+
+
+def submit_each(session: DaskSession, fn, argument, *args, tasks_per_worker: int = 1) -> list:
+    """``client.submit(fn, argument, *args)`` pinned to each worker in turn, ``tasks_per_worker``
+    times each; Dask's warning about a large object inside the task is silenced (shown once by
+    ``large_graph_warning``)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=LARGE_GRAPH_WARNING, category=UserWarning)
+        return [session.client.submit(fn, argument, *args, workers=[worker], allow_other_workers=False,
+                                      pure=False)
+                for _ in range(tasks_per_worker) for worker in session.workers]
+
+
+def fan_out(session: DaskSession, argument, tasks_per_worker: int = 1) -> list[float]:
+    """``sum_array`` once on each worker (``tasks_per_worker`` times), all given the same argument
+    (the array, or a future of it); the sums."""
+    return session.client.gather(submit_each(session, sum_array, argument, tasks_per_worker=tasks_per_worker))
+
+
+def large_graph_warning(session: DaskSession, array: np.ndarray) -> str:
+    """What Dask warns when an array travels inside a task (first line), or '' if it says nothing."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session.client.gather(session.client.submit(sum_array, array, pure=False))
+    found = [str(w.message) for w in caught if LARGE_GRAPH_WARNING in str(w.message)]
+    return found[0].splitlines()[0] if found else ""
+
+
+def time_fan_outs(session: DaskSession, array: np.ndarray, rounds: int = 2, repeat: int = 3
+                  ) -> dict[str, Timing]:
+    """Seconds of ``rounds`` fan-outs (one task per worker): the array itself in every task, or
+    ``client.scatter(array, broadcast=True)`` once and the future in every task."""
+
+    def by_value():
+        for _ in range(rounds):
+            fan_out(session, array)
+
+    def scattered():
+        future = session.client.scatter(array, broadcast=True)
+        for _ in range(rounds):
+            fan_out(session, future)
+        future.release()
+
+    timings = {"by value": time_it(by_value, repeat=repeat),
+               "scatter once": time_it(scattered, repeat=repeat)}
+    wait_until_stores_empty(session)
+    return timings
+
+
+def stores(session: DaskSession) -> dict[str, dict]:
+    """Per worker: bytes and keys in its data store, and bytes it has sent to other workers so far."""
+    return session.client.run(store_facts)
+
+
+def wait_until_stores_empty(session: DaskSession, timeout: float = 10.0) -> None:
+    """Wait until every worker has dropped what it held (releasing a future is asynchronous)."""
+    deadline = time.monotonic() + timeout
+    while any(facts["keys"] for facts in stores(session).values()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Dask's workers still hold data {timeout:.0f} s after it was released")
+        time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class DaskFanOutMemory:
+    """One held fan-out (one task per worker): tree PSS and RSS added while every task held its
+    argument (medians above the baseline), each role's PSS growth, the workers' data-store bytes,
+    bytes sent worker to worker, and whether each task's argument was the object in its worker's
+    data store (True) or its own copy (False)."""
+
+    how: str
+    tree_pss: float
+    tree_rss: float
+    role_pss: dict[str, float]
+    store_bytes: int
+    crossed_between_workers: int
+    from_store: list[bool]
+    report: MemoryReport
+
+    def worker_copies(self, array_bytes: int) -> list[float]:
+        """Each worker's PSS growth, in arrays."""
+        return [grown / array_bytes for role, grown in self.role_pss.items() if role.startswith("worker")]
+
+
+def _role_growth(report: MemoryReport, began: float, ended: float) -> dict[str, float]:
+    """Median PSS of each process in the window above its first sample, by its report label."""
+    window = [s for s in report.window(began, ended) if s.exact] or report.window(began, ended)
+    growth = {}
+    for pid, name in report.process_labels.items():
+        first = next((s.processes[pid].pss for s in report.samples if pid in s.processes), None)
+        held = [s.processes[pid].pss for s in window if pid in s.processes]
+        if first is not None and held:
+            growth[name] = statistics.median(held) - first
+    return growth
+
+
+def held_fan_out(session: DaskSession, array: np.ndarray, how: str, hold_seconds: float = 0.8
+                 ) -> DaskFanOutMemory:
+    """``sum_and_hold`` on every worker at once, the array handed ``how`` ("scatter once" or
+    "by value"), under ``track_memory``; what the tree and the workers held meanwhile."""
+    if how not in ("scatter once", "by value"):
+        raise ValueError(f"how must be 'scatter once' or 'by value', got {how!r}")
+    sent_before = sum(f["sent"] for f in stores(session).values())
+    with track_memory(trace_python=False) as report:
+        clock_offset = time.perf_counter() - report.mark("before")
+        argument = session.client.scatter(array, broadcast=True) if how == "scatter once" else array
+        results = session.client.gather(submit_each(session, sum_and_hold, argument, hold_seconds))
+        facts = stores(session)
+        del argument
+    report.name_roles(named=session.roles())
+    began = max(r[1] for r in results) - clock_offset
+    ended = min(r[2] for r in results) - clock_offset
+    margin = min(0.1, (ended - began) / 4)
+    held = report.steady(began + margin, ended - margin)
+    wait_until_stores_empty(session)
+    return DaskFanOutMemory(how, held.pss - report.baseline.pss, held.rss - report.baseline.rss,
+                            _role_growth(report, began + margin, ended - margin),
+                            sum(f["bytes"] for f in facts.values()),
+                            sum(f["sent"] for f in facts.values()) - sent_before, [r[3] for r in results],
+                            report)
+
+
+def argument_sources(session: DaskSession, array: np.ndarray, tasks_per_worker: int = 2
+                     ) -> dict[str, list[bool]]:
+    """For ``tasks_per_worker`` tasks on each worker: was the task's argument the object in its
+    worker's data store (True: shared by the worker's tasks) or a copy of its own (False)?"""
+    future = session.client.scatter(array, broadcast=True)
+    sources = {how: [r[3] for r in session.client.gather(
+                   submit_each(session, sum_and_hold, argument, 0.0, tasks_per_worker=tasks_per_worker))]
+               for how, argument in (("scatter once", future), ("by value", array))}
+    future.release()
+    wait_until_stores_empty(session)
+    return sources
+
+
+def side_by_side(ray_timings: dict[str, Timing], ray_memory, dask_timings: dict[str, Timing],
+                 dask_memory: dict[str, DaskFanOutMemory], array_bytes: int) -> list[dict]:
+    """One row per engine and way (Ray's ``FanOutMemory`` results, then Dask's): median seconds of
+    the timed fan-outs, tree PSS added and the bytes in the engine's own store(s), both in arrays."""
+    rows = [("Ray", m.how, ray_timings[m.how], m) for m in ray_memory]
+    rows += [("Dask", how, dask_timings[how], m) for how, m in dask_memory.items()]
+    return [{"engine": engine, "how": how, "seconds": timing.median, "tree_pss": m.tree_pss / array_bytes,
+             "store": m.store_bytes / array_bytes} for engine, how, timing, m in rows]
+
+
+def format_rows(rows: list[dict]) -> str:
+    """``side_by_side``'s rows as a text table."""
+    lines = [f"{'engine':6} {'handed':14} {'time':>9} {'tree PSS':>9} {'in store':>9}"]
+    lines += [f"{r['engine']:6} {r['how']:14} {format_seconds(r['seconds']):>9} {r['tree_pss']:>8.2f}x "
+              f"{r['store']:>8.2f}x" for r in rows]
+    return "\n".join(lines + ["(x: arrays; store: Ray's object store, Dask's workers' data stores)"])
+
+
+def format_roles(dask_memory: dict[str, DaskFanOutMemory], array_bytes: int) -> str:
+    """Each Dask process's PSS growth while the tasks held the array, in arrays, per way."""
+    roles = sorted({role for m in dask_memory.values() for role in m.role_pss})
+    lines = [f"{'Dask: PSS growth by role':38}" + "".join(f"{how:>14}" for how in dask_memory)]
+    for role in roles:
+        grown = [m.role_pss.get(role, 0.0) / array_bytes for m in dask_memory.values()]
+        lines.append(f"{role:38}" + "".join(f"{g:>13.2f}x" for g in grown))
+    return "\n".join(lines)
+
+
+def _arrays(values: list[float]) -> str:
+    return ", ".join(f"{value:.2f}" for value in values)
+
+
+def conclusion(dask_memory: dict[str, DaskFanOutMemory], sources: dict[str, list[bool]],
+               dask_timings: dict[str, Timing], ray_timings: dict[str, Timing], ray_put,
+               array_bytes: int) -> str:
+    """The section's conclusion in Markdown, every figure from this run's measurements."""
+    scattered, by_value = dask_memory["scatter once"], dask_memory["by value"]
+    n_workers = len(scattered.worker_copies(array_bytes))
+    own = sum(not shared for shared in sources["by value"])
+    kernel = by_value.role_pss.get(PARENT_ROLE, 0.0) / array_bytes
+    return (
+        "**Conclusion.** Scattered once, the workers' data stores held "
+        f"**{scattered.store_bytes / array_bytes:.2f} arrays** on {n_workers} workers, each worker's PSS "
+        f"grew by {_arrays(scattered.worker_copies(array_bytes))} arrays, and "
+        f"{scattered.crossed_between_workers / array_bytes:.2f} arrays went from one worker to another: one "
+        "copy per worker, the first sent by the client, the others fetched worker to worker. Every task got "
+        "the very object in its worker's data store. By value, the data stores held nothing, yet each worker "
+        f"grew by {_arrays(by_value.worker_copies(array_bytes))} arrays and this kernel (the scheduler) by "
+        f"{kernel:.2f}; {own} of {len(sources['by value'])} tasks got a copy of their own. Two fan-outs took "
+        f"{format_seconds(dask_timings['scatter once'].median)} scattered and "
+        f"{format_seconds(dask_timings['by value'].median)} by value; Ray's `ray.put` once "
+        f"{format_seconds(ray_timings['ray.put once'].median)}, with "
+        f"**{ray_put.store_bytes / array_bytes:.2f} arrays** in its store for the whole machine.")
+
+
+def _copies_check(answer, store_copies: int, n_workers: int) -> str | None:
+    if not isinstance(answer, int) or isinstance(answer, bool):
+        return f"answer with a whole number of copies, got {answer!r}"
+    if answer != store_copies:
+        return (f"the workers' data stores held {store_copies} copies on {n_workers} workers; "
+                "broadcast=True gives every worker its own (Ray's store keeps one per machine)")
+    return None
+
+
+EXERCISE = Exercise(
+    name="copies after broadcast",
+    question="After client.scatter(array, broadcast=True) on this cluster, how many copies of the "
+             "array do the workers' data stores hold together? Answer with a whole number.",
+    check=_copies_check,
+    solution=lambda store_copies, n_workers: store_copies,
+    explanation="broadcast=True sends the array to one worker, and the others fetch it from there: "
+                "one copy in each worker process, where Ray's object store keeps one per machine.",
+)
+
+
+# --- Functions Dask's workers run ---
+
+
+def store_facts(dask_worker) -> dict:
+    """This worker's data store: how many keys and bytes (Dask's own accounting) it holds, and
+    the bytes it has sent to other workers since it started (``client.run`` passes ``dask_worker``)."""
+    return {"keys": len(dask_worker.data), "bytes": int(dask_worker.state.nbytes),
+            "sent": int(dask_worker.transfer_outgoing_bytes_total), "pid": os.getpid()}
+
+
+def in_data_store(array: np.ndarray) -> bool:
+    """Whether ``array`` is the very object this worker keeps in its data store."""
+    from distributed import get_worker
+
+    return any(value is array for value in get_worker().data.values())
+
+
+def sum_array(array: np.ndarray) -> float:
+    """Read every element once (the fan-out's work)."""
+    return float(array.sum())
+
+
+def sum_and_hold(array: np.ndarray, hold_seconds: float) -> tuple[float, float, float, bool]:
+    """Sum the array, then keep it alive ``hold_seconds``; return the sum, the perf_counter instants
+    the hold began and ended, and whether the array was the one in this worker's data store."""
+    total = float(array.sum())
+    began = time.perf_counter()
+    time.sleep(hold_seconds)
+    return total, began, time.perf_counter(), in_data_store(array)

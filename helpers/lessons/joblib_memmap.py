@@ -1,0 +1,405 @@
+"""joblib's automatic memory-mapping, measured for lesson 06: what ``Parallel(n_jobs=..., backend="loky")``
+does with a NumPy argument.
+
+An array over ``max_nbytes`` (joblib's default: 1 MB) is dumped by joblib into a file in a folder
+``joblib_memmapping_folder_<pid>_...`` (in ``/dev/shm`` when it has more than 2 GB free, else the
+temp folder; ``temp_folder=`` or ``JOBLIB_TEMP_FOLDER`` choose) and each loky worker maps that file
+(``mmap_mode``, default ``'r'``). What a worker receives (``describe_argument``), where joblib puts
+its files (``joblib_temp_root``, ``joblib_folders``), the workers holding an argument while the
+tree's memory is sampled (``hold_in_workers``), and what a SIGKILLed parent leaves behind
+(``kill_parent_while_holding``). ``release_joblib`` shuts loky's workers down and removes the empty
+folders joblib keeps until the interpreter exits. Sizes are bytes, durations seconds.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+from joblib import Parallel, delayed
+from joblib._memmapping_reducer import SYSTEM_SHARED_MEM_FS_MIN_SIZE  # joblib's /dev/shm threshold
+
+from helpers.lessons.demos import hold
+from helpers.lessons.exercises import Exercise
+from helpers.lessons.memmap import FileMemory, file_memory_in_tree
+from helpers.lessons.workers import touch_pages
+from helpers.measure.leftovers import SHM_DIR, TEMP_PREFIX, temp_dir
+
+FOLDER_PREFIX = "joblib_memmapping_folder_"
+BACKEND = "loky"  # joblib's default, named: loky workers are fresh interpreters (fork + exec, like spawn)
+WHERE = ("pickled", "joblib's file", "its own file")  # what a worker's argument can be
+READY_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class ArgumentView:
+    """What one worker received: its type, the file it maps (None: an unpickled copy in the worker's
+    own memory), whether it may write, the memmap mode, its first item and the worker's pid."""
+
+    type_name: str
+    filename: str | None
+    writeable: bool
+    mode: str | None
+    first: float
+    pid: int
+
+    @property
+    def where(self) -> str:
+        """One of ``WHERE``: pickled, a file in a joblib folder, or a file that was already there."""
+        if self.filename is None:
+            return WHERE[0]
+        return WHERE[1] if Path(self.filename).parent.name.startswith(FOLDER_PREFIX) else WHERE[2]
+
+
+@dataclass(frozen=True)
+class TempRoot:
+    """The folder joblib creates its memmapping folders in, and why (joblib's rule, read off this machine)."""
+
+    path: Path
+    reason: str
+
+
+def joblib_temp_root(temp_folder: str | os.PathLike | None = None) -> TempRoot:
+    """Where joblib 1.x puts its dumps: ``temp_folder``, else ``$JOBLIB_TEMP_FOLDER``, else /dev/shm if
+    it has more than ``SYSTEM_SHARED_MEM_FS_MIN_SIZE`` bytes free (2 GB), else Python's temp folder."""
+    if temp_folder is not None:
+        return TempRoot(Path(temp_folder), "temp_folder= was given")
+    if os.environ.get("JOBLIB_TEMP_FOLDER"):
+        return TempRoot(Path(os.environ["JOBLIB_TEMP_FOLDER"]), "JOBLIB_TEMP_FOLDER is set")
+    if SHM_DIR.is_dir():
+        stats = os.statvfs(SHM_DIR)
+        free = stats.f_bsize * stats.f_bavail
+        if free > SYSTEM_SHARED_MEM_FS_MIN_SIZE:
+            return TempRoot(SHM_DIR, f"/dev/shm has {free / 1e9:.1f} GB free, over joblib's 2 GB")
+        return TempRoot(temp_dir(), f"/dev/shm has {free / 1e9:.2f} GB free, under joblib's 2 GB")
+    return TempRoot(temp_dir(), "there is no /dev/shm")
+
+
+def dump_root(array: np.ndarray, n_workers: int, **parallel_options) -> Path:
+    """The folder in which one ``Parallel(n_jobs=n_workers, backend="loky", **parallel_options)`` call
+    made its memmapping folder for ``array``, as the worker that mapped the dump reports it."""
+    [view] = Parallel(n_jobs=n_workers, backend=BACKEND, **parallel_options)(
+        delayed(describe_argument)(array) for _ in range(1))
+    if view.where != WHERE[1]:
+        raise ValueError(f"joblib did not dump this array (the worker got it {view.where}): give one over "
+                         "max_nbytes, without Python objects, not already a memmap")
+    return Path(view.filename).parent.parent
+
+
+def temp_folder_experiment(array: np.ndarray, n_workers: int, folder: Path) -> dict[str, Path]:
+    """Where joblib dumps ``array`` when asked for ``folder``: with ``temp_folder=`` and with
+    ``JOBLIB_TEMP_FOLDER`` while loky's workers from an earlier call live on, then with ``temp_folder=``
+    on new workers, then without it. Shuts loky's workers down before the third call and after the last."""
+    roots = {"temp_folder=, workers kept from the last call": dump_root(array, n_workers, temp_folder=folder)}
+    before = os.environ.get("JOBLIB_TEMP_FOLDER")
+    os.environ["JOBLIB_TEMP_FOLDER"] = str(folder)
+    try:
+        roots["JOBLIB_TEMP_FOLDER, the same workers"] = dump_root(array, n_workers)
+    finally:
+        if before is None:
+            del os.environ["JOBLIB_TEMP_FOLDER"]
+        else:
+            os.environ["JOBLIB_TEMP_FOLDER"] = before
+    release_joblib()
+    try:
+        roots["temp_folder=, new workers"] = dump_root(array, n_workers, temp_folder=folder)
+        roots["no temp_folder=, the same workers"] = dump_root(array, n_workers)
+    finally:
+        release_joblib()  # else later calls would keep dumping into ``folder``
+    return roots
+
+
+def joblib_folders(pid: int | None = None) -> list[Path]:
+    """joblib's memmapping folders now in /dev/shm and the temp folder (of process ``pid`` only if given)."""
+    prefix = FOLDER_PREFIX if pid is None else f"{FOLDER_PREFIX}{pid}_"
+    found = []
+    for parent in dict.fromkeys((SHM_DIR, temp_dir())):
+        if parent.is_dir():
+            found += sorted(path for path in parent.iterdir() if path.name.startswith(prefix))
+    return found
+
+
+def bytes_in(folders: list[Path]) -> int:
+    """Bytes of the files in ``folders`` (a folder removed meanwhile counts 0)."""
+    total = 0
+    for folder in folders:
+        for path in folder.glob("*"):
+            try:
+                total += path.stat().st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def release_joblib(timeout: float = 10.0) -> list[Path]:
+    """Shut loky's reusable workers down (joblib keeps them for its next call), wait up to ``timeout``
+    for loky's resource tracker to unlink the dumped files, then remove this process's joblib folders
+    (joblib deletes them only when the interpreter exits). Returns the folders removed here."""
+    from joblib.externals.loky import reusable_executor  # its one executor, if any, is module state
+
+    executor = getattr(reusable_executor, "_executor", None)
+    if executor is not None:
+        if hasattr(executor, "terminate"):
+            executor.terminate()  # joblib's MemmappingExecutor: shut down, then clean its folders
+        else:
+            executor.shutdown(wait=True)
+        reusable_executor._executor = None  # a shut-down executor's semaphores go when it is collected
+        del executor
+    multiprocessing.active_children()  # forgets ended workers (a killed one still holds a semaphore)
+    gc.collect()
+    deadline = time.monotonic() + timeout
+    while bytes_in(joblib_folders(os.getpid())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    removed = joblib_folders(os.getpid())
+    for folder in removed:
+        shutil.rmtree(folder, ignore_errors=True)
+    return removed
+
+
+@dataclass(frozen=True)
+class Held:
+    """What ``hold_in_workers`` saw: the workers' pids, and the mappings of this process's joblib dumps
+    in the tree (bytes, read halfway through the window; zero when nothing was dumped)."""
+
+    pids: list[int]
+    dump: FileMemory
+
+
+def dump_memory() -> FileMemory:
+    """RSS and PSS (bytes) that the tree maps of the files now in this process's joblib folders, and how
+    many processes map one (the most of any file)."""
+    rss = pss = processes = 0
+    for folder in joblib_folders(os.getpid()):
+        for path in folder.glob("*"):
+            seen = file_memory_in_tree(path)
+            rss, pss, processes = rss + seen.rss, pss + seen.pss, max(processes, seen.processes)
+    return FileMemory(rss, pss, processes)
+
+
+def hold_in_workers(report, label: str, array: np.ndarray | None, n_workers: int, seconds: float,
+                    **parallel_options) -> Held:
+    """One ``Parallel(n_jobs=n_workers, backend="loky", **parallel_options)`` call, in a thread, whose
+    ``n_workers`` tasks each receive ``array``, read every page and hold it while ``'<label> holding'``
+    .. ``'<label> end'`` is marked on a MemoryReport (``demos.hold``)."""
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as folder:
+        pids: list[int] = []
+        errors: list[BaseException] = []
+
+        def call():
+            try:
+                parallel = Parallel(n_jobs=n_workers, backend=BACKEND, **parallel_options)
+                pids.extend(parallel(delayed(hold_argument)(array, folder) for _ in range(n_workers)))
+            except BaseException as error:  # noqa: BLE001 - raised again in the caller's thread
+                errors.append(error)
+
+        thread = threading.Thread(target=call, name=f"joblib {label}")
+        thread.start()
+        try:
+            deadline = time.monotonic() + READY_TIMEOUT
+            while len(list(Path(folder).glob("ready-*"))) < n_workers and thread.is_alive():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the workers did not all hold the array within {READY_TIMEOUT:.0f} s")
+                time.sleep(0.01)
+            dump = hold(report, label, seconds, during=dump_memory) if thread.is_alive() else None
+        finally:
+            Path(folder, "release").touch()
+            thread.join()
+    if errors:
+        raise errors[0]
+    return Held(pids, dump)
+
+
+def workers_pss(report, label: str, pids: list[int]) -> float:
+    """Median PSS (bytes) summed over the processes ``pids``, over the exact samples of ``'<label> holding'``
+    .. ``'<label> end'`` on a MemoryReport: what those workers held, apart from the parent's noise."""
+    samples = [sample for sample in report.window(f"{label} holding", f"{label} end") if sample.exact]
+    if not samples:
+        raise ValueError(f"no exact samples between '{label} holding' and '{label} end'; hold longer")
+    return statistics.median(sum(sample.processes[pid].pss for pid in pids if pid in sample.processes)
+                             for sample in samples)
+
+
+@dataclass(frozen=True)
+class KilledParent:
+    """What a SIGKILLed joblib parent left: its dump (bytes in /dev/shm or the temp folder) and live
+    children ``settle_s`` after the kill; then, once we ended its orphaned workers, how long loky's
+    resource tracker took to remove the folder, what it printed, and what we had to remove ourselves."""
+
+    folder: str
+    bytes_left: int
+    orphans: dict[str, int]
+    cleaned_after_s: float | None
+    tracker_said: list[str]
+    removed_by_us: list[str]
+
+
+def kill_parent_while_holding(n_items: int, n_workers: int, settle_s: float = 1.0,
+                              timeout: float = 60.0) -> KilledParent:
+    """Run a parent program (this module as ``__main__``) whose reused Parallel's workers hold an
+    ``n_items`` float64 array; SIGKILL it; see what is left ``settle_s`` later; SIGKILL its orphaned
+    workers (by the pids it reported); see whether loky's resource tracker removes the rest; remove
+    whatever is still there. Never leaves a process or a file of it behind."""
+    if n_items < 1 or n_workers < 1:
+        raise ValueError(f"n_items and n_workers must be at least 1, got {n_items} and {n_workers}")
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as scratch:
+        said, errors = Path(scratch, "pids.json"), Path(scratch, "stderr.txt")
+        with open(errors, "w") as stderr:
+            command = [sys.executable, "-m", __name__, str(n_items), str(n_workers), str(said)]
+            parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        report: dict = {}
+        try:
+            report = _wait_for_report(parent, said, timeout)
+            parent.send_signal(signal.SIGKILL)
+            parent.wait()
+            time.sleep(settle_s)
+            folder = Path(report["folder"])
+            bytes_left = bytes_in([folder])
+            roles = report["pids"]
+            orphans = {role: sum(psutil.pid_exists(int(pid)) for pid, r in roles.items() if r == role)
+                       for role in set(roles.values())}
+            start = time.monotonic()
+            for pid, role in report["pids"].items():
+                if role == "worker":
+                    _kill(int(pid))
+            cleaned = _seconds_until_gone(folder, start, timeout=10.0)
+        finally:
+            parent.kill()
+            parent.wait()
+            for pid in report.get("pids", {}):
+                _kill(int(pid))
+            removed = _remove_leftovers_of(parent.pid)
+        tracker_said = [line.split("resource_tracker: ")[-1].split(" {")[0].rstrip(":")
+                        for line in errors.read_text().splitlines() if "leaked" in line]
+    return KilledParent(str(folder), bytes_left, orphans, cleaned, tracker_said, [str(p) for p in removed])
+
+
+def _wait_for_report(parent: subprocess.Popen, said: Path, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while not said.exists() or not said.read_text().endswith("\n"):
+        if parent.poll() is not None:
+            raise RuntimeError(f"the parent program exited with code {parent.returncode} before it held")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the parent program did not hold its array within {timeout:.0f} s")
+        time.sleep(0.02)
+    return json.loads(said.read_text())
+
+
+def _kill(pid: int) -> None:
+    try:
+        process = psutil.Process(pid)
+        process.kill()
+        process.wait(10)
+    except psutil.NoSuchProcess:
+        pass
+
+
+def _seconds_until_gone(folder: Path, start: float, timeout: float) -> float | None:
+    while folder.exists():
+        if time.monotonic() - start > timeout:
+            return None
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def _remove_leftovers_of(pid: int) -> list[Path]:
+    """Remove the joblib folders and loky semaphores (``sem.loky-<pid>-*``) a dead process left."""
+    found = joblib_folders(pid)
+    found += sorted(SHM_DIR.glob(f"sem.loky-{pid}-*")) if SHM_DIR.is_dir() else []
+    for path in found:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return found
+
+
+def _role(cmdline: str) -> str:
+    if "LokyProcess" in cmdline:
+        return "worker"
+    return "loky resource tracker" if "loky" in cmdline else "resource tracker"
+
+
+def parent_program(n_items: int, n_workers: int, report_path: str) -> None:
+    """The program ``kill_parent_while_holding`` SIGKILLs: a reused Parallel whose workers hold a random
+    array; it writes its joblib folder and its children's pids (by role) to ``report_path``."""
+    array = np.random.default_rng(6).random(n_items)
+    with Parallel(n_jobs=n_workers, backend=BACKEND) as parallel:
+        views = parallel(delayed(describe_argument)(array) for _ in range(n_workers))
+        pids = {str(child.pid): _role(" ".join(child.cmdline()))
+                for child in psutil.Process().children(recursive=True)}
+        Path(report_path).write_text(json.dumps({"folder": str(Path(views[0].filename).parent), "pids": pids})
+                                     + "\n")
+        parallel(delayed(sleep_holding)(array, 600.0) for _ in range(n_workers))
+
+
+# --- Worker functions (run in loky workers; importable by name) ---
+
+
+def describe_argument(array: np.ndarray) -> ArgumentView:
+    """What this worker received as ``array``: an ``ArgumentView``."""
+    filename = getattr(array, "filename", None)
+    return ArgumentView(type(array).__name__, None if filename is None else str(filename),
+                        bool(array.flags.writeable), getattr(array, "mode", None), float(array[0]),
+                        os.getpid())
+
+
+def sum_argument(array: np.ndarray) -> float:
+    """Sum the array this worker received (reads every page)."""
+    return float(np.sum(array))
+
+
+def hold_argument(array: np.ndarray | None, folder: str) -> int:
+    """Read every page of ``array`` (None: hold nothing), create ``folder/ready-<pid>``, hold it until
+    ``folder/release`` exists; return this worker's pid."""
+    if array is not None:
+        touch_pages(array)
+    Path(folder, f"ready-{os.getpid()}").touch()
+    while not Path(folder, "release").exists():
+        time.sleep(0.01)
+    return os.getpid()
+
+
+def sleep_holding(array: np.ndarray, seconds: float) -> None:
+    """Keep ``array`` (a worker's mapping of joblib's file) for ``seconds``."""
+    touch_pages(array)
+    time.sleep(seconds)
+
+
+# --- The exercise: which arrays does joblib memory-map? ---
+
+
+def _check_where(answer, views: dict[str, ArgumentView]) -> str | None:
+    if not isinstance(answer, dict) or set(answer) != set(views):
+        return f"answer with a dict of the {len(views)} names, each one of {WHERE}"
+    wrong = [name for name, view in views.items() if answer[name] != view.where]
+    if wrong:
+        return f"look again at {wrong[0]!r}: its size, its dtype, and whether it already lives in a file"
+    return None
+
+
+EXERCISE = Exercise(
+    name="which arrays joblib memory-maps",
+    question=f"For each array, what does a loky worker receive: one of {WHERE}?",
+    check=_check_where,
+    solution=lambda views: {name: view.where for name, view in views.items()},
+    explanation="joblib dumps an array only when it is over max_nbytes AND holds no Python objects; "
+                "an array already backed by a file crosses as that file's name.",
+)
+
+
+if __name__ == "__main__":
+    parent_program(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])

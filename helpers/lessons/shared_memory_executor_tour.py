@@ -1,0 +1,119 @@
+"""Lesson 08's correctness tour of ``SharedMemoryExecutor``: what comes back from the finished executor
+(nested containers, a record array, an exception, a result that views its argument, a worker's writes)
+and what it does with an array bigger than ``/dev/shm``. Sizes are bytes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.lessons import workers
+from helpers.lessons.shared_memory_executor import Batch
+from helpers.measure import system
+from helpers.measure.units import MiB
+from helpers.shared.executor import SharedMemoryExecutor
+from helpers.shared.shm import SharedNDArray, handle_of
+
+ROW = np.dtype([("when", "datetime64[s]"), ("price", "float64"), ("ticker", "U8")])
+PICKLE_AT_MOST_BYTES = 1024 * MiB  # the too-big array is only sent when pickling it is quick
+
+
+def make_table(n_bytes: int) -> np.ndarray:
+    """A record array of at least ``n_bytes``: a timestamp, a price and a fixed-width ticker per row."""
+    n_rows = -(-n_bytes // ROW.itemsize)
+    table = np.empty(n_rows, dtype=ROW)
+    table["when"] = np.datetime64("2026-01-02T09:30:00") + np.random.default_rng(1).integers(
+        0, 250 * 86_400, n_rows).astype("timedelta64[s]")
+    table["price"] = 50 + 450 * np.random.default_rng(2).random(n_rows)
+    tickers = np.array(["AAPL", "MSFT", "NVDA", "SPY"])
+    table["ticker"] = tickers[np.random.default_rng(3).integers(0, len(tickers), n_rows)]
+    return table
+
+
+@dataclass(frozen=True)
+class Tour:
+    """What the executor gave back; each field says what was seen (True: as the stdlib would give it,
+    or as sharing promises)."""
+
+    raised: str  # "Type: message" of the task that raised
+    lent_after_error: int  # bytes the pool still had lent after the failed task
+    containers_kept: bool  # dict, Batch namedtuple, list and tuple came back as those types, equal
+    big_ones_shared: bool  # the big arrays of the result view pooled segments
+    small_ones_pickled: bool  # the 100 labels were pickled
+    table_same: bool  # the record array came back with the same dtype and bytes
+    result_views_argument: bool  # a slice returned by the worker views the caller's SharedNDArray
+    new_result_right: bool  # x + 1 computed by the worker equals ours
+    writes_to_shared_seen: bool  # a worker's writes into a SharedNDArray reach the caller
+    writes_to_private_seen: bool  # a worker's writes into a private array reach the caller (they must not)
+
+
+def correctness_tour(context, n_workers: int, source: np.ndarray, small_bytes: int, pool_bytes: int) -> Tour:
+    """Send ``source`` through a new executor in every form the lesson tours, and record what came back."""
+    table = make_table(small_bytes)
+    nested = {"batch": Batch(images=source, labels=np.arange(100)),
+              "extras": [source[: source.size // 2], ("tag", 3)]}
+    with SharedMemoryExecutor(n_workers, context, pool_bytes=pool_bytes) as executor:
+        try:
+            executor.submit(workers.fill_in_place, source, "not a number").result()
+            raised = "nothing"
+        except ValueError as error:
+            raised = f"{type(error).__name__}: {error}"
+        executor.segment_pool.collect()
+        lent_after_error = executor.segment_pool.lent_bytes
+        back = executor.submit(workers.echo, nested).result()
+        containers_kept = (type(back["batch"]) is Batch and back["extras"][1] == ("tag", 3)
+                           and np.array_equal(back["batch"].images, source)
+                           and np.array_equal(back["extras"][0], source[: source.size // 2])
+                           and np.array_equal(back["batch"].labels, np.arange(100)))
+        big_ones_shared = handle_of(back["batch"].images) is not None  # while the executor's pool lives
+        small_ones_pickled = handle_of(back["batch"].labels) is None
+        table_back = executor.submit(workers.echo, table).result()
+        table_same = table_back.dtype == ROW and table_back.tobytes() == table.tobytes()
+        private = source.copy()
+        executor.submit(workers.fill_in_place, private, 0.5).result()
+        with SharedNDArray.copy_of(source) as shared:
+            plus_one, second_half = executor.submit(workers.plus_one_and_slice, shared.array).result()
+            views = bool(np.shares_memory(second_half, shared.array))
+            new_right = bool(np.array_equal(plus_one, shared.array + 1))
+            executor.submit(workers.fill_in_place, shared.array, 0.5).result()
+            shared_written = bool((shared.array == 0.5).all() and (second_half == 0.5).all())
+            del second_half, plus_one
+        del back, table_back
+    return Tour(raised, lent_after_error, containers_kept, big_ones_shared, small_ones_pickled, table_same,
+                views, new_right, shared_written, bool((private == 0.5).any()))
+
+
+@dataclass(frozen=True)
+class TooBig:
+    """An array claiming more than the free ``/dev/shm``: what happened ('pickled: N bytes arrived',
+    'MemoryError: ...' or 'not run'), the executor's pickled fallbacks and warnings, and whether it
+    still summed ``source`` right afterwards."""
+
+    claimed_bytes: int
+    outcome: str
+    fallbacks: int
+    warnings: list[str]
+    still_works: bool
+
+
+def submit_too_big(context, source: np.ndarray, pool_bytes: int) -> TooBig:
+    """Submit a broadcast view a MiB larger than the free ``/dev/shm`` (one number, so it uses no memory
+    here) when pickling it is quick or cannot fit; then check that the executor still works."""
+    too_big_bytes = (system.shm_free() or 0) + MiB
+    too_big = np.broadcast_to(np.random.default_rng(5).random(1), (too_big_bytes // 8,))
+    outcome, fallbacks, said = "not run", 0, []
+    with SharedMemoryExecutor(1, context, pool_bytes=pool_bytes) as executor:
+        if too_big_bytes <= PICKLE_AT_MOST_BYTES or 2 * too_big_bytes > system.available_memory():
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                try:
+                    arrived = executor.submit(workers.array_nbytes, too_big).result()
+                    outcome = f"pickled: {arrived} bytes arrived"
+                except MemoryError as error:  # keep its text: the exception holds the pool's queue
+                    outcome = f"{type(error).__name__}: {error}"
+            fallbacks = executor.pickled_fallbacks
+        still_works = bool(np.isclose(executor.submit(workers.sum_array, source).result(), source.sum()))
+    return TooBig(too_big.nbytes, outcome, fallbacks, [str(warning.message) for warning in said], still_works)

@@ -1,0 +1,164 @@
+"""helpers.lessons.joblib_memmap and the joblib strategy (helpers.bench.joblib_mechanism), for real: loky
+workers, joblib's dumps in /dev/shm or the temp folder, a parent program SIGKILLed. Each test shuts
+loky's workers down and removes joblib's folders (``release_joblib``); the autouse fixture (conftest)
+then checks /dev/shm and the temp folder."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+import psutil
+import pytest
+from joblib import Parallel, delayed
+
+from helpers.bench import harness
+from helpers.bench.joblib_mechanism import Joblib
+from helpers.lessons import exercises, joblib_memmap, memmap, workers
+from helpers.lessons.exercises import WrongAnswer
+from helpers.measure.leftovers import SHM_DIR
+from helpers.measure.memory import track_memory
+from helpers.measure.units import MiB
+
+ARRAY_BYTES = 8 * MiB
+N_WORKERS = 2
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def released():
+    """Shut loky's workers down and remove joblib's folders of this process after the test, and
+    check that nothing of joblib's is left running or on disk."""
+    yield
+    joblib_memmap.release_joblib()
+    assert joblib_memmap.joblib_folders(os.getpid()) == []
+    assert live_children() == []
+
+
+def live_children() -> list[str]:
+    """Children other than the resource trackers (which live on, by design)."""
+    live = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(child.cmdline()):
+                live.append(" ".join(child.cmdline()))
+    return live
+
+
+def random_array(n_bytes: int = ARRAY_BYTES) -> np.ndarray:
+    return np.random.default_rng(0).random(n_bytes // 8)
+
+
+def test_joblib_maps_big_arrays_read_only_and_pickles_small_and_object_ones(released, tmp_path):
+    array = random_array()
+    own = memmap.owner_only_memmap(tmp_path / "own.f64", (300_000,))
+    own[:] = 1.5
+    objects = np.array(list(array[:200_000]), dtype=object)  # 1.6 MB of pointers: over max_nbytes
+    arrays = {"big": array, "small view": array[:100], "objects": objects, "own memmap": own}
+    views = dict(zip(arrays, Parallel(n_jobs=N_WORKERS, backend="loky")(
+        delayed(joblib_memmap.describe_argument)(a) for a in arrays.values()), strict=True))
+    assert {name: view.where for name, view in views.items()} == {
+        "big": "joblib's file", "small view": "pickled", "objects": "pickled", "own memmap": "its own file"}
+    big = views["big"]
+    assert big.type_name == "memmap" and big.mode == "r" and not big.writeable and big.first == array[0]
+    assert os.path.dirname(os.path.dirname(big.filename)) == str(joblib_memmap.joblib_temp_root().path)
+    assert views["own memmap"].filename == str(tmp_path / "own.f64") and views["own memmap"].first == 1.5
+    assert views["small view"].type_name == "ndarray" and views["small view"].writeable
+    del own
+
+
+def test_temp_folder_counts_only_for_new_workers_and_the_variable_at_once(released, tmp_path):
+    root = joblib_memmap.joblib_temp_root(tmp_path)
+    assert root.path == tmp_path and "temp_folder" in root.reason
+    array = random_array(2 * MiB)
+    default = joblib_memmap.dump_root(array, N_WORKERS)  # starts loky's workers without a temp_folder
+    assert default == joblib_memmap.joblib_temp_root().path
+    roots = joblib_memmap.temp_folder_experiment(array, N_WORKERS, tmp_path)
+    assert roots == {"temp_folder=, workers kept from the last call": default,
+                     "JOBLIB_TEMP_FOLDER, the same workers": tmp_path,
+                     "temp_folder=, new workers": tmp_path,
+                     "no temp_folder=, the same workers": tmp_path}
+    assert "JOBLIB_TEMP_FOLDER" not in os.environ
+    with pytest.raises(ValueError, match="did not dump"):
+        joblib_memmap.dump_root(array[:10], N_WORKERS)
+
+
+def test_a_reused_parallel_does_not_see_an_in_place_change_and_a_new_call_does(released):
+    array = random_array(2 * MiB)
+    first = array[0]
+    with Parallel(n_jobs=N_WORKERS, backend="loky") as parallel:
+        before = parallel(delayed(joblib_memmap.describe_argument)(array) for _ in range(1))[0]
+        array[0] = first + 1.0
+        after = parallel(delayed(joblib_memmap.describe_argument)(array) for _ in range(1))[0]
+    fresh = Parallel(n_jobs=N_WORKERS, backend="loky")(delayed(joblib_memmap.describe_argument)(array)
+                                                       for _ in range(1))[0]
+    assert before.first == after.first == first  # the same file, not dumped again
+    assert after.filename == before.filename
+    assert fresh.first == first + 1.0
+
+
+def test_workers_that_hold_a_memmapped_array_share_it_and_pickled_ones_copy_it(released):
+    array = random_array()
+    with track_memory(trace_python=False) as report:
+        idle = joblib_memmap.hold_in_workers(report, "idle", None, N_WORKERS, 0.5)
+        mapped = joblib_memmap.hold_in_workers(report, "mapped", array, N_WORKERS, 0.5)
+        pickled = joblib_memmap.hold_in_workers(report, "pickled", array, N_WORKERS, 0.5, max_nbytes=None)
+    assert len(set(idle.pids)) == len(set(mapped.pids)) == len(set(pickled.pids)) == N_WORKERS
+    assert idle.dump.rss == pickled.dump.rss == 0  # nothing dumped
+    assert mapped.dump.processes == N_WORKERS and mapped.dump.rss >= 0.9 * N_WORKERS * ARRAY_BYTES
+    assert 0.8 * ARRAY_BYTES <= mapped.dump.pss <= 1.2 * ARRAY_BYTES  # one file, mapped by both
+    copies = joblib_memmap.workers_pss(report, "pickled", pickled.pids) - joblib_memmap.workers_pss(
+        report, "idle", idle.pids)
+    assert copies >= 0.9 * N_WORKERS * ARRAY_BYTES  # a copy in each worker
+
+
+def test_a_killed_worker_is_reported_and_its_dump_removed(released):
+    with pytest.raises(Exception, match="terminated") as crash:
+        Parallel(n_jobs=N_WORKERS, backend="loky")(delayed(workers.kill_this_worker)(random_array())
+                                                   for _ in range(N_WORKERS))
+    assert type(crash.value).__name__ == "TerminatedWorkerError"
+    assert joblib_memmap.bytes_in(joblib_memmap.joblib_folders(os.getpid())) == 0
+
+
+def test_a_killed_parent_leaves_its_dump_while_its_workers_live_and_nothing_after(released):
+    killed = joblib_memmap.kill_parent_while_holding(ARRAY_BYTES // 8, N_WORKERS, settle_s=0.5)
+    assert killed.bytes_left >= ARRAY_BYTES and killed.orphans["worker"] == N_WORKERS
+    assert killed.cleaned_after_s is not None  # loky's resource tracker removed it once the workers ended
+    assert any("leaked file" in line for line in killed.tracker_said)
+    assert not os.path.exists(killed.folder)
+    assert not list(SHM_DIR.glob("sem.loky-*")) or all(
+        str(os.getpid()) in path.name for path in SHM_DIR.glob("sem.loky-*"))
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="at least 1"):
+        joblib_memmap.kill_parent_while_holding(0, N_WORKERS)
+    with pytest.raises(ValueError, match="at least 1"):
+        joblib_memmap.kill_parent_while_holding(100, 0)
+
+
+def test_the_exercise_can_fail_and_its_solution_passes(capsys):
+    views = {"a": joblib_memmap.ArgumentView("memmap", "/dev/shm/joblib_memmapping_folder_1_2_3/x.pkl",
+                                             False, "r", 0.5, 1),
+             "b": joblib_memmap.ArgumentView("ndarray", None, True, None, 0.5, 1)}
+    with pytest.raises(WrongAnswer, match="'a'"):
+        exercises.check(joblib_memmap.EXERCISE, {"a": "pickled", "b": "pickled"}, views=views)
+    with pytest.raises(WrongAnswer, match="dict"):
+        exercises.check(joblib_memmap.EXERCISE, "pickled", views=views)
+    assert exercises.check(joblib_memmap.EXERCISE, {"a": "joblib's file", "b": "pickled"}, views=views)
+    assert "Right" in capsys.readouterr().out
+
+
+def test_the_joblib_strategy_runs_through_the_harness(released):
+    array = random_array()
+    assert Joblib.missing() is None
+    needs = Joblib.needs(ARRAY_BYTES, N_WORKERS)
+    assert needs.ram > ARRAY_BYTES and needs.shm + needs.disk >= ARRAY_BYTES
+    measured = harness.measure(Joblib(array, N_WORKERS, contextlib.ExitStack()), repeat=1)
+    assert measured.fan_out.median > 0 and measured.round_trip.median > 0 and measured.teardown_s > 0
+    # while every worker holds it: one dump mapped by all (plus the parent's dump buffer), not a copy each
+    assert 0.5 * ARRAY_BYTES <= measured.pss_added <= 1.5 * ARRAY_BYTES + 24 * MiB
+    if joblib_memmap.joblib_temp_root().path == SHM_DIR:
+        assert measured.shm_added >= 0.9 * ARRAY_BYTES
+    assert live_children() == []  # teardown shut loky's workers down

@@ -1,0 +1,72 @@
+"""Lesson 08's "Your turn" on a real fan-out (spawned workers, real shared memory): a wrong prediction
+fails the check cell with a hint, the worked solution passes. Also the lesson's correctness tour and
+its too-big array, through the real executor."""
+
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+
+from helpers.lessons import exercises, shared_memory_executor, shared_memory_executor_tour
+from helpers.measure.units import MiB
+from helpers.shared.executor import SharedMemoryExecutor
+from helpers.shared.shm import SharedNDArray
+
+pytestmark = pytest.mark.timeout(180)
+SPAWN = mp.get_context("spawn")
+N_WORKERS, ARRAY_BYTES = 2, 8 * MiB
+PSS_NOISE = 4 * MiB
+
+
+@pytest.fixture(scope="module")
+def measured():
+    source = np.random.default_rng(1).random(ARRAY_BYTES // 8)
+    fans = {"stdlib": shared_memory_executor.fan_out_memory(ProcessPoolExecutor, SPAWN, N_WORKERS, source),
+            "private": shared_memory_executor.fan_out_memory(SharedMemoryExecutor, SPAWN, N_WORKERS, source)}
+    with SharedNDArray.copy_of(source) as shared:
+        fans["shared"] = shared_memory_executor.fan_out_memory(SharedMemoryExecutor, SPAWN, N_WORKERS,
+                                                               shared.array)
+    return {"n_workers": N_WORKERS, "noise_arrays": PSS_NOISE / ARRAY_BYTES,
+            **{name: fan.pss_added_in_arrays for name, fan in fans.items()}}
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    ({"stdlib": N_WORKERS, "private": 0, "shared": 0}, "with 'private'"),  # "ours never copies"
+    ({"stdlib": 1, "private": 1, "shared": 0}, "with 'stdlib'"),  # "one copy for all the workers"
+    ({"stdlib": N_WORKERS, "private": N_WORKERS, "shared": N_WORKERS}, "with 'shared'"),  # "RSS thinking"
+    ({"stdlib": N_WORKERS, "private": N_WORKERS}, "dict of three numbers"),
+    ({"stdlib": "N", "private": 2, "shared": 0}, "dict of three numbers"),
+    ([N_WORKERS, N_WORKERS, 0], "dict of three numbers"),
+])
+def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    with pytest.raises(exercises.WrongAnswer, match=hint):
+        exercises.check(shared_memory_executor.EXERCISE, wrong, **measured)
+
+
+def test_the_worked_solution_passes(measured, monkeypatch, capsys):
+    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
+    assert exercises.check(shared_memory_executor.EXERCISE, None, **measured) is True
+    assert "worked solution" in capsys.readouterr().out
+
+
+def test_an_unanswered_exercise_asks_the_question_and_fails_nothing(measured, monkeypatch, capsys):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    assert exercises.check(shared_memory_executor.EXERCISE, None, **measured) is False
+    assert "Your turn" in capsys.readouterr().out
+
+
+def test_the_tour_sees_what_the_stdlib_would_and_what_sharing_promises():
+    source = np.random.default_rng(2).random(2 * MiB // 8)
+    tour = shared_memory_executor_tour.correctness_tour(SPAWN, 1, source, MiB, 8 * MiB)
+    assert tour.raised.startswith("ValueError: ") and tour.lent_after_error == 0
+    assert tour.containers_kept and tour.big_ones_shared and tour.small_ones_pickled and tour.table_same
+    assert tour.result_views_argument and tour.new_result_right
+    assert tour.writes_to_shared_seen and not tour.writes_to_private_seen
+
+
+def test_the_table_holds_at_least_the_bytes_asked_for():
+    table = shared_memory_executor_tour.make_table(MiB)
+    assert table.nbytes >= MiB and table.dtype == shared_memory_executor_tour.ROW
+    assert set(np.unique(table["ticker"])) <= {"AAPL", "MSFT", "NVDA", "SPY"}

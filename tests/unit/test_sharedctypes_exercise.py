@@ -1,0 +1,55 @@
+"""Lesson 05's "Your turn": the learner's loop body runs in real spawned workers that share one
+real counter; a line that loses updates, adds the wrong amount, fails or is not Python fails the
+check cell with a hint, the worked solution passes."""
+
+import multiprocessing as mp
+
+import pytest
+
+from helpers.lessons import exercises, sharedctypes
+
+pytestmark = pytest.mark.timeout(120)
+
+SPAWN = mp.get_context("spawn")
+MEASURED = {"context": SPAWN, "n_workers": 2, "iterations": 2_000}
+
+
+@pytest.fixture(autouse=True)
+def answers_are_checked_as_given(monkeypatch):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    ("view[0] += 2", "past the expected total"),
+    ("pass", "stayed at 0"),
+    ("view[0] +=", "not valid Python"),
+    ("", "must be a line of Python"),
+    (1, "must be a line of Python"),
+    ("lock.release()", "failed in a worker"),  # releasing a lock nobody holds raises ValueError
+])
+def test_a_wrong_line_fails_the_check_cell_with_a_hint(wrong, hint):
+    with pytest.raises(exercises.WrongAnswer, match=hint):
+        exercises.check(sharedctypes.EXERCISE, wrong, **MEASURED)
+
+
+def test_the_unlocked_line_loses_updates_and_fails_the_check():
+    """The race itself: two spawned workers, enough increments that their loops overlap."""
+    with pytest.raises(exercises.WrongAnswer, match="updates were lost"):
+        exercises.check(sharedctypes.EXERCISE, "view[0] += 1", **{**MEASURED, "iterations": 200_000})
+
+
+@pytest.mark.parametrize("right", ["with lock: view[0] += 1", "with lock:\n    counter[0] += 1"])
+def test_a_line_that_holds_the_lock_passes(right, capsys):
+    assert exercises.check(sharedctypes.EXERCISE, right, **MEASURED) is True
+    assert "lost 0, 0, 0" in capsys.readouterr().out
+
+
+def test_the_worked_solution_passes(monkeypatch, capsys):
+    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
+    assert exercises.check(sharedctypes.EXERCISE, None, **MEASURED) is True
+    assert "worked solution" in capsys.readouterr().out
+
+
+def test_a_bad_way_is_refused_before_any_worker_waits():
+    with sharedctypes.CounterPool(SPAWN, 2) as counters, pytest.raises(ValueError, match="not valid Python"):
+        counters.run("line", 10, "view[0] +=")
