@@ -12,6 +12,9 @@ process has it back; starting the worker (and its torch import) is not timed. Ea
 ``RoundTrip``: the first call apart (it pays one-time costs) and the warm calls. Floors (a) and
 (b), measured in the same run on the same array, are ``helpers.measure.copy_floors``'.
 
+**Your turn** (``EXERCISE``): which arrays made from a received array cross again without a copy
+(``copied_on_resend``: the reductions follow ``.base``, so views do and new arrays do not).
+
 **Demonstrations.** ``keep_many_torch_arrays`` starts two children: one shares small arrays the
 torch way with each sharing strategy in turn and sends them, the other lowers its own open-file
 limit (``resource.setrlimit``) and keeps every array it receives. Under ``file_descriptor``
@@ -26,7 +29,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
@@ -34,6 +37,7 @@ from multiprocessing.reduction import ForkingPickler
 import numpy as np
 
 from helpers.lessons import workers
+from helpers.lessons.exercises import Exercise
 from helpers.measure import copy_floors
 from helpers.measure.leftovers import SHM_DIR
 from helpers.measure.timing import Timing
@@ -124,10 +128,18 @@ LABELS = {
 }
 
 
+def format_ratio(value: float) -> str:
+    """A ratio to two significant digits (what a median of a few runs supports), without an
+    exponent from 10 up: '150', '6.5', '0.059'."""
+    if value >= 10:
+        return f"{float(f'{value:.2g}'):,.0f}"
+    return f"{value:.2g}"
+
+
 def format_round_trips(rows: list[dict], size_bytes: int) -> str:
     """A text table of the round trips measured at ``size_bytes``: first and warm (median) seconds,
     locally and through a worker, and the warm median over floor (a) (warm memcpy) and (b) (a copy
-    into a new shared-memory segment)."""
+    into a new shared-memory segment), to two significant digits (``format_ratio``)."""
     at_size = {(row["how"], row["where"]): row for row in rows if row["size_bytes"] == size_bytes}
     any_row = next(iter(at_size.values()))
     lines = [f"{format_bytes(size_bytes)}: floor (a) warm copy {format_seconds(any_row['warm_floor_s'])}, "
@@ -138,8 +150,8 @@ def format_round_trips(rows: list[dict], size_bytes: int) -> str:
             row = at_size.get((how, where))
             if row is not None:
                 lines.append(f"{label:<27}{where:<8}{format_seconds(row['first_s']):>9}"
-                             f"{format_seconds(row['median_s']):>10}{row['ratio_to_warm_floor']:>8.2f}×"
-                             f"{row['ratio_to_fresh_floor']:>8.2f}×")
+                             f"{format_seconds(row['median_s']):>10}{format_ratio(row['ratio_to_warm_floor']):>8}×"
+                             f"{format_ratio(row['ratio_to_fresh_floor']):>8}×")
     return "\n".join(lines)
 
 
@@ -382,3 +394,70 @@ def round_trip_table(sizes_bytes: Iterable[int], hows: Iterable[str] = HOWS, whe
         for worker in echo_workers.values():
             worker.close()
     return rows
+
+
+# --- "Your turn": which arrays made from a received array cross again without a copy ---
+
+
+RESENDS = {  # what the exercise sends on, made from the received array ``received``
+    "received[10::3]": lambda received: received[10::3],
+    "received.view(np.uint8)": lambda received: received.view(np.uint8),
+    "np.ascontiguousarray(received[10::3])": lambda received: np.ascontiguousarray(received[10::3]),
+    "received * 1.0": lambda received: received * 1.0,
+}
+WHY = {
+    "received[10::3]": "a slice is a view: its .base leads to the received array's shared memory",
+    "received.view(np.uint8)": "a view with another dtype is still a view of the same shared bytes",
+    "np.ascontiguousarray(received[10::3])": "a strided slice is not contiguous, so this makes a new, "
+                                             "private array: the reduction must copy it into shared memory",
+    "received * 1.0": "arithmetic makes a new, private array, however equal its values",
+}
+
+
+def copied_on_resend(array: np.ndarray, ways: Iterable[str] = reducers.WAYS) -> dict[str, dict[str, bool]]:
+    """For each way, send ``array`` once in this process (``ForkingPickler`` dumps then loads), then
+    send on each of ``RESENDS`` made from what was received: True where the resent array was copied
+    into new shared memory (it shares no memory with the received one), False where it crossed as a
+    description. Use a small array: the copies are made for real."""
+    copied = {}
+    for way in ways:
+        with reducers.sharing_arrays(way):
+            received = ForkingPickler.loads(ForkingPickler.dumps(array))
+            copied[way] = {}
+            for expression, make in RESENDS.items():
+                resent = ForkingPickler.loads(ForkingPickler.dumps(make(received)))
+                copied[way][expression] = not np.shares_memory(resent, received)
+                del resent
+            del received
+    return copied
+
+
+def _check_resend_prediction(answer, copied: Mapping[str, Mapping[str, bool]]) -> str | None:
+    if not isinstance(answer, Mapping) or set(answer) != set(RESENDS):
+        return f"answer with a dict: 'copied' or 'shared' for each of {list(RESENDS)}"
+    for expression in RESENDS:
+        said = answer[expression]
+        if said not in ("copied", "shared"):
+            return f"{expression!r}: answer 'copied' or 'shared', not {said!r}"
+        for way, by_expression in copied.items():
+            measured = "copied" if by_expression[expression] else "shared"
+            if said != measured:
+                return f"{expression!r} was {measured} when sent on the {way!r} way: {WHY[expression]}"
+    return None
+
+
+def _resend_solution(copied: Mapping[str, Mapping[str, bool]]) -> dict[str, str]:
+    first_way = next(iter(copied.values()))
+    return {expression: "copied" if first_way[expression] else "shared" for expression in RESENDS}
+
+
+EXERCISE = Exercise(
+    name="what crosses again without a copy",
+    question=("a worker received `received` through a reduction and sends on each of "
+              f"{list(RESENDS)}. Which cross as a description of the same shared memory ('shared') "
+              "and which are copied into new shared memory ('copied')? Answer with a dict."),
+    check=_check_resend_prediction,
+    solution=_resend_solution,
+    explanation=("Both reductions follow .base to the memory an array views: a view of shared memory "
+                 "crosses as a description, a new array (a copy, a result) is private and is copied once."),
+)

@@ -1,0 +1,50 @@
+"""Lesson 09's "Your turn": which arrays made from a received array cross again without a copy,
+measured with both reductions on a real array in real shared memory; a wrong or malformed
+prediction fails the check cell with a hint, the worked solution passes."""
+
+import numpy as np
+import pytest
+
+from helpers.lessons import exercises, pickler_reductions_torch
+from helpers.measure.units import MiB
+from helpers.shared import reducers
+
+pytestmark = pytest.mark.timeout(120)
+RIGHT = {"received[10::3]": "shared", "received.view(np.uint8)": "shared",
+         "np.ascontiguousarray(received[10::3])": "copied", "received * 1.0": "copied"}
+
+
+@pytest.fixture(scope="module")
+def measured():
+    array = np.random.default_rng(9).random(MiB // 8)
+    copied = pickler_reductions_torch.copied_on_resend(array)
+    assert reducers.active_way() is None
+    return {"copied": copied}
+
+
+def test_views_cross_again_as_descriptions_and_new_arrays_are_copied_both_ways(measured):
+    for way in reducers.WAYS:
+        assert {expression: "copied" if was_copied else "shared"
+                for expression, was_copied in measured["copied"][way].items()} == RIGHT, way
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    ({**RIGHT, "received.view(np.uint8)": "copied"}, "another dtype is still a view"),  # "a new dtype copies"
+    ({**RIGHT, "np.ascontiguousarray(received[10::3])": "shared"}, "not contiguous"),  # "it is a view"
+    ({**RIGHT, "received * 1.0": "shared"}, "arithmetic makes a new"),
+    ({**RIGHT, "received[10::3]": True}, "answer 'copied' or 'shared'"),
+    ({"received[10::3]": "shared"}, "'copied' or 'shared' for each of"),
+    (["shared", "shared", "copied", "copied"], "'copied' or 'shared' for each of"),
+])
+def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    with pytest.raises(exercises.WrongAnswer, match=hint):
+        exercises.check(pickler_reductions_torch.EXERCISE, wrong, **measured)
+
+
+def test_the_right_prediction_and_the_worked_solution_pass(measured, monkeypatch, capsys):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    assert exercises.check(pickler_reductions_torch.EXERCISE, RIGHT, **measured) is True
+    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
+    assert exercises.check(pickler_reductions_torch.EXERCISE, None, **measured) is True
+    assert "worked solution" in capsys.readouterr().out
