@@ -1,7 +1,9 @@
 """Append (or refresh) the "Before the next lesson" section at the end of lessons: a Markdown cell and
 one code cell that calls ``helpers.lessons.kernel_memory.release(globals())``. Lessons that keep
-something heavy in the kernel (torch, Ray, Dask) also tell the learner to shut the kernel down; the
-browser test (tests/browser) does what that sentence says.
+something heavy in the kernel (torch, Ray, Dask) also tell the learner to shut the kernel down
+(``SHUT_DOWN``), and, in a note under their first cell, to shut the earlier lessons' kernels down
+before running them (``SHUT_DOWN_EARLIER``): on Binder one memory limit covers every kernel. The
+browser test (tests/browser) does what those sentences say.
 
     python -m tools.end_of_lesson_cell notebooks/03_*.ipynb
 """
@@ -14,6 +16,7 @@ from pathlib import Path
 
 HEADING = "## Before the next lesson"
 SHUT_DOWN = "Shut this kernel down before the next lesson"
+SHUT_DOWN_EARLIER = "shut down the kernels of the earlier lessons before you run this one"
 HEAVY = {  # lesson stem -> what it keeps loaded
     "09_pickler_reductions_torch": "PyTorch",
     "10_ray_object_store": "Ray's and Dask's modules",
@@ -29,6 +32,13 @@ def markdown_for(stem: str) -> str:
         text += (f" **{SHUT_DOWN}** (Kernel → Shut Down Kernel): it keeps {HEAVY[stem]} loaded, which only "
                  "a shutdown frees, and on Binder one memory limit covers every kernel you leave running.")
     return text
+
+
+def note_for(stem: str) -> str:
+    return (f"> **Memory.** This lesson loads {HEAVY[stem]} in its kernel and its workers. On a small "
+            f"machine (Binder: one memory limit for everything you run), **{SHUT_DOWN_EARLIER}**: in "
+            "JupyterLab's left bar, open *Running Terminals and Kernels* and shut down (✕) every other "
+            "notebook's kernel.")
 
 
 CODE = ("from helpers.lessons import kernel_memory\n\n"
@@ -47,6 +57,13 @@ def add_to(path: Path) -> None:
         if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(HEADING):
             del cells[index:index + 2]
             break
+    for index, cell in enumerate(cells):
+        if cell.get("id") == "before-you-run-this-lesson":
+            del cells[index]
+            break
+    if path.stem in HEAVY:
+        cells.insert(1, {"cell_type": "markdown", "id": "before-you-run-this-lesson", "metadata": {},
+                         "source": _lines(note_for(path.stem))})
     cells.append({"cell_type": "markdown", "id": "before-the-next-lesson", "metadata": {},
                   "source": _lines(markdown_for(path.stem))})
     cells.append({"cell_type": "code", "execution_count": None, "id": "release-this-kernel",

@@ -10,8 +10,9 @@ browser is downloaded. The lessons run at LAB_ARRAY_MB (the Makefile passes the 
 
 With ``LAB_BINDER_PATH=1`` (``make test-browser``) the run is the path a learner takes on Binder:
 every lesson in order in one JupyterLab, each lesson's kernel left running (JupyterLab keeps it
-unless told otherwise; a lesson that keeps something heavy, such as torch or Ray, ends by telling the
-learner to shut its kernel down, and the test does that), the server and all it starts confined to
+unless told otherwise; a lesson that loads something heavy, such as torch or Ray, tells the learner
+to shut the earlier lessons' kernels down before it runs and its own after, and the test does
+that), the server and all it starts confined to
 one CPU and a memory cgroup of Binder's 2 GB, under a 64 MiB ``/dev/shm`` (the Makefile mounts it)
 and at the default sizes. A sampler follows the server's whole tree; the last test fails on any OOM
 kill or when the tree's peak (PSS + ``/dev/shm``) reached ``PEAK_LIMIT_BYTES``, and prints the peak
@@ -32,7 +33,7 @@ from memory_cgroup import memory_cgroup
 
 from helpers.measure.memory import track_memory
 from helpers.measure.units import format_bytes
-from tools.end_of_lesson_cell import SHUT_DOWN
+from tools.end_of_lesson_cell import SHUT_DOWN, SHUT_DOWN_EARLIER
 
 CHROMIUM = Path(os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium"))
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
@@ -112,9 +113,9 @@ def _code_cells_in(notebook: Path) -> int:
     return sum(cell["cell_type"] == "code" for cell in json.loads(notebook.read_text())["cells"])
 
 
-def _says_shut_this_kernel_down(notebook: Path) -> bool:
-    """The lesson tells the learner to shut its kernel down before the next one (it keeps torch, Ray ...)."""
-    return any(cell["cell_type"] == "markdown" and SHUT_DOWN in "".join(cell["source"])
+def _says(notebook: Path, sentence: str) -> bool:
+    """The lesson's Markdown tells the learner ``sentence`` (shut a kernel down: it loads torch, Ray ...)."""
+    return any(cell["cell_type"] == "markdown" and sentence in "".join(cell["source"])
                for cell in json.loads(notebook.read_text())["cells"])
 
 
@@ -162,6 +163,8 @@ def _use_the_showdown_panel(page) -> None:
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_the_lesson_runs_in_jupyterlab_without_errors(lab, browser, name):
     if BINDER_PATH:
+        if _says(lab.root / name, SHUT_DOWN_EARLIER):  # as the lesson's note asks, before it runs
+            lab.shut_down_kernels()
         lab.starts.append((name, lab.report.mark(name)))
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
@@ -187,7 +190,7 @@ def test_the_lesson_runs_in_jupyterlab_without_errors(lab, browser, name):
         page.screenshot(path=str(SCREENSHOTS / f"{Path(name).stem}.png"), full_page=True)
         page.close()
         if BINDER_PATH:
-            shut = _says_shut_this_kernel_down(lab.root / name)
+            shut = _says(lab.root / name, SHUT_DOWN)
             if shut:  # what the lesson tells the learner to do before the next one
                 lab.shut_down_kernels(name)
             kernel = "its kernel shut down, as the lesson says" if shut else "its kernel left running"
