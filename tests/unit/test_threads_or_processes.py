@@ -68,7 +68,8 @@ def test_the_control_sums_numbers_each_worker_made_itself():
 
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
-def test_threads_hold_views_and_add_no_copy_processes_hold_copies(numbers, method):
+def test_threads_hold_views_and_add_no_copy_processes_hold_copies(method):
+    numbers = np.random.default_rng(7).random(4 * 2**20)  # 32 MiB: chunks far above PSS noise
     chunks = lesson.split(numbers, 2)
     with lesson.holding_workers(lesson.THREADS, 2) as threads:
         with threads.holding(chunks):
