@@ -26,12 +26,13 @@ README_ROW = re.compile(r"^(\| (\d\d) \| \[[^\n]*\| )([^|\n]+)( \|)$", re.M)
 
 
 def prose_words(notebook: dict) -> int:
-    """Words a learner reads in the Markdown cells: not in <details> blocks, inline code or link targets."""
+    """Words a learner reads in the Markdown cells: not the header line, <details> blocks, inline code or
+    link targets."""
     words = 0
     for cell in notebook["cells"]:
         if cell["cell_type"] != "markdown":
             continue
-        text = "".join(cell["source"])
+        text = HEADER.sub(" ", "".join(cell["source"]))  # the header line itself is not prose
         text = re.sub(r"<details>.*?</details>", " ", text, flags=re.S)
         text = re.sub(r"`[^`]*`", " ", text)
         text = re.sub(r"\]\([^)]*\)", "]", text)

@@ -15,11 +15,12 @@
 - a round trip of an array already in shared memory (executor and both reductions): under 2 ms at
   every size, and flat: its median at the largest size over the smallest under 3.
 
-Why 2x floor (a) at 10 MiB is out of a drop-in's reach: there floor (a) is about half a
-millisecond (0.47 ms on the reference VM, results/vm-2026-11-23-transport.json), and a round trip
-that copies nothing costs about as much: the stdlib's echo of an int (``stdlib_tiny``) took
-0.44-0.67 ms on that VM (2026-11-26), ours with a 10 MiB array as a handle both ways
-(``ours_shared``) 0.72 ms (1.5x floor (a), reference file). A ``ProcessPoolExecutor`` subclass pays
+Why 2x floor (a) at 10 MiB is out of a drop-in's reach: there floor (a) is half a millisecond to
+a millisecond and a half (0.47 ms on the VM of 2026-11-23, 1.6 ms in
+results/vm-2026-11-26-transport.json), and a round trip that copies nothing costs a good part of
+it: the stdlib's echo of an int (``stdlib_tiny``) took 0.44-0.67 ms on the first, 0.54 ms on the
+second; ours with a 10 MiB array as a handle both ways (``ours_shared``) 0.72 ms and 1.21 ms. A
+``ProcessPoolExecutor`` subclass pays
 the stdlib's queue machinery (its queue-management and feeder threads, a pipe each way, thread
 wake-ups on both sides) plus one copy, about 2x floor (a) at 10 MiB, before any work of its own.
 results/README.md ("Where a 10 MiB round trip goes") has the profile, stage by stage. The limits

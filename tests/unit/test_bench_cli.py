@@ -82,7 +82,7 @@ def test_a_run_compares_with_a_reference(one_mib_run, tmp_path):
     (["--strategies", "pickle,carrier_pigeon"], "unknown strategy 'carrier_pigeon'; valid: pickle,send_"),
     (["--suite", "all", "--compare", "x.json"], "use them with --suite strategies or"),
     (["--compare", "/nonexistent/reference.json"], "cannot read reference"),
-    (["--compare", str(ROOT / "results" / "vm-2026-11-23-transport.json")], "not strategies"),
+    (["--compare", str(ROOT / "results" / "vm-2026-11-26-transport.json")], "not strategies"),
 ])
 def test_bad_input_gets_one_line_and_exit_code_2(args, says, tmp_path):
     done = run_cli(*args, "--out", str(tmp_path / "never.json"), timeout=60)
