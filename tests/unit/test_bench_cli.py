@@ -79,7 +79,7 @@ def test_a_run_compares_with_a_reference(one_mib_run, tmp_path):
     (["--sizes", str(10**9)], "MiB fit for the strategies chosen"),
     (["--sizes", "1,abc"], "--sizes takes MiB"),
     (["--suite", "bogus"], "invalid choice"),
-    (["--strategies", "pickle,carrier_pigeon"], "unknown strategy 'carrier_pigeon'; valid: pickle,send_"),
+    (["--strategies", "pickle,carrier_pigeon"], "unknown strategy 'carrier_pigeon'; valid: threads,pickle,send_"),
     (["--suite", "all", "--compare", "x.json"], "use them with --suite strategies or"),
     (["--compare", "/nonexistent/reference.json"], "cannot read reference"),
     (["--compare", str(ROOT / "results" / "vm-2026-11-26-transport.json")], "not strategies"),
