@@ -109,11 +109,14 @@ def test_cpu_wait_is_read_for_a_thread_of_this_process_and_none_for_another():
 
 
 def test_each_exercise_call_releases_or_holds_the_gil_as_documented(numbers):
-    probes = {name: lesson.gil_probe(name, fn, *args, seconds=0.1)
-              for name, (fn, args) in lesson.exercise_calls(numbers).items()}
-    assert set(probes) == set(lesson.DOCUMENTED)
+    """Each call probed three times, the majority wins: one probe on a busy machine can misread a
+    heartbeat that waited for a CPU."""
+    calls = lesson.exercise_calls(numbers)
+    assert set(calls) == set(lesson.DOCUMENTED)
+    votes = {name: [lesson.gil_probe(name, fn, *args).releases for _ in range(3)]
+             for name, (fn, args) in calls.items()}
     if not lesson.free_threading().free_threaded:
-        assert lesson.measured_releases(probes) == lesson.DOCUMENTED
+        assert {name: sum(v) >= 2 for name, v in votes.items()} == lesson.DOCUMENTED, votes
 
 
 def _probes(releases: dict[str, bool]) -> dict[str, lesson.GilProbe]:
