@@ -2,7 +2,8 @@
 
 For each notebook: open it, clear its outputs, Run All Cells from the menu, wait until every code
 cell has a number and the kernel is idle, then fail on any traceback, error output or "Error
-displaying widget". In lesson 11 the widget panel is used by clicking: a size is chosen, Run is
+displaying widget" (a library's logged warning on stderr is not an error).
+In lesson 11 the widget panel is used by clicking: a size is chosen, Run is
 pressed, and the plot must appear. A screenshot of each lesson goes to SCREENSHOTS (not in git).
 
 Needs Debian's chromium at CHROMIUM (``make test`` installs it) and Playwright for Python; no
@@ -142,8 +143,11 @@ def _wait_until_every_cell_ran(page, n_code_cells: int) -> None:
 
 
 def _errors_on(page) -> list[str]:
-    errors = [text[:500] for text in page.locator(
-        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()]
+    stderr = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+    shown = page.locator(stderr).all_inner_texts()
+    # An exception's output is stderr too; a library's logged warning (Ray's "object store is using
+    # /tmp" on a small /dev/shm, which lesson 10 teaches) is not an error.
+    errors = [text[:500] for text in shown if re.search(r"Traceback|Error|Exception", text)]
     body = page.locator(".jp-NotebookPanel").inner_text()
     errors += [line for line in body.splitlines() if "Error displaying widget" in line or "Traceback" in line]
     return errors
