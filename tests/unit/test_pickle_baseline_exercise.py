@@ -3,8 +3,9 @@ malformed prediction fails the check cell with a hint, the worked solution passe
 
 import numpy as np
 import pytest
+from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
 
-from helpers.lessons import exercises, pickle_baseline
+from helpers.lessons import pickle_baseline
 from helpers.measure.units import MiB
 
 pytestmark = pytest.mark.timeout(60)
@@ -32,15 +33,12 @@ def test_each_task_pickles_the_elements_its_argument_shows(measured):
     (lambda n: [1.0, n / 2], "dict of one number per way"),
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
-    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
-    with pytest.raises(exercises.WrongAnswer, match=hint):
-        exercises.check(pickle_baseline.EXERCISE, wrong(measured["n_workers"]), **measured)
+    answer = wrong(measured["n_workers"])
+    assert_wrong_answer_fails(pickle_baseline.EXERCISE, answer, hint, monkeypatch, **measured)
 
 
 def test_the_worked_solution_passes(measured, monkeypatch, capsys):
-    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
-    assert exercises.check(pickle_baseline.EXERCISE, None, **measured) is True
-    assert "worked solution" in capsys.readouterr().out
+    assert_worked_solution_passes(pickle_baseline.EXERCISE, monkeypatch, capsys, **measured)
 
 
 @pytest.mark.parametrize("n_workers", [0, -1, 2.5])

@@ -7,6 +7,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
+from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
 
 from helpers.lessons import exercises, shared_memory_executor, shared_memory_executor_tour
 from helpers.measure.units import MiB
@@ -40,15 +41,11 @@ def measured():
     ([N_WORKERS, N_WORKERS, 0], "dict of three numbers"),
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
-    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
-    with pytest.raises(exercises.WrongAnswer, match=hint):
-        exercises.check(shared_memory_executor.EXERCISE, wrong, **measured)
+    assert_wrong_answer_fails(shared_memory_executor.EXERCISE, wrong, hint, monkeypatch, **measured)
 
 
 def test_the_worked_solution_passes(measured, monkeypatch, capsys):
-    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
-    assert exercises.check(shared_memory_executor.EXERCISE, None, **measured) is True
-    assert "worked solution" in capsys.readouterr().out
+    assert_worked_solution_passes(shared_memory_executor.EXERCISE, monkeypatch, capsys, **measured)
 
 
 def test_an_unanswered_exercise_asks_the_question_and_fails_nothing(measured, monkeypatch, capsys):

@@ -6,8 +6,9 @@ import multiprocessing as mp
 
 import numpy as np
 import pytest
+from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
 
-from helpers.lessons import exercises, shared_memory, shared_memory_tables
+from helpers.lessons import shared_memory, shared_memory_tables
 from helpers.lessons.demos import increase
 from helpers.measure.memory import track_memory
 from helpers.measure.units import MiB
@@ -38,15 +39,11 @@ def measured():
     ([N_WORKERS, 0], "dict of two numbers"),
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
-    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
-    with pytest.raises(exercises.WrongAnswer, match=hint):
-        exercises.check(shared_memory.EXERCISE, wrong, **measured)
+    assert_wrong_answer_fails(shared_memory.EXERCISE, wrong, hint, monkeypatch, **measured)
 
 
 def test_the_worked_solution_passes(measured, monkeypatch, capsys):
-    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
-    assert exercises.check(shared_memory.EXERCISE, None, **measured) is True
-    assert "worked solution" in capsys.readouterr().out
+    assert_worked_solution_passes(shared_memory.EXERCISE, monkeypatch, capsys, **measured)
 
 
 def test_the_by_hand_copy_times_both_copies_and_unlinks_its_segment():

@@ -5,6 +5,7 @@ check cell with a hint, the worked solution passes."""
 import multiprocessing as mp
 
 import pytest
+from exercise_asserts import assert_worked_solution_passes
 
 from helpers.lessons import exercises, sharedctypes
 
@@ -45,9 +46,7 @@ def test_a_line_that_holds_the_lock_passes(right, capsys):
 
 
 def test_the_worked_solution_passes(monkeypatch, capsys):
-    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
-    assert exercises.check(sharedctypes.EXERCISE, None, **MEASURED) is True
-    assert "worked solution" in capsys.readouterr().out
+    assert_worked_solution_passes(sharedctypes.EXERCISE, monkeypatch, capsys, **MEASURED)
 
 
 def test_a_bad_way_is_refused_before_any_worker_waits():
