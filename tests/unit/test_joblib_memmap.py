@@ -1,7 +1,7 @@
-"""helpers.lessons.joblib_memmap and the joblib strategy (helpers.bench.joblib_mechanism), for real: loky
-workers, joblib's dumps in /dev/shm or the temp folder, a parent program SIGKILLed. Each test shuts
-loky's workers down and removes joblib's folders (``release_joblib``); the autouse fixture (conftest)
-then checks /dev/shm and the temp folder."""
+"""helpers.lessons.joblib_memmap, joblib_memmap_crash and the joblib strategy
+(helpers.bench.joblib_mechanism), for real: loky workers, joblib's dumps in /dev/shm or the temp
+folder, a parent program SIGKILLed. Each test shuts loky's workers down and removes joblib's folders
+(``release_joblib``); the autouse fixture (conftest) then checks /dev/shm and the temp folder."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from joblib import Parallel, delayed
 
 from helpers.bench import harness
 from helpers.bench.joblib_mechanism import Joblib
-from helpers.lessons import exercises, joblib_memmap, memmap, workers
-from helpers.lessons.exercises import WrongAnswer
+from helpers.lessons import joblib_memmap, joblib_memmap_crash, memmap, workers
 from helpers.measure.leftovers import SHM_DIR
 from helpers.measure.memory import track_memory
 from helpers.measure.units import MiB
@@ -125,7 +124,7 @@ def test_a_killed_worker_is_reported_and_its_dump_removed(released):
 
 
 def test_a_killed_parent_leaves_its_dump_while_its_workers_live_and_nothing_after(released):
-    killed = joblib_memmap.kill_parent_while_holding(ARRAY_BYTES // 8, N_WORKERS, settle_s=0.5)
+    killed = joblib_memmap_crash.kill_parent_while_holding(ARRAY_BYTES // 8, N_WORKERS, settle_s=0.5)
     assert killed.bytes_left >= ARRAY_BYTES and killed.orphans["worker"] == N_WORKERS
     assert killed.cleaned_after_s is not None  # loky's resource tracker removed it once the workers ended
     assert any("leaked file" in line for line in killed.tracker_said)
@@ -136,21 +135,9 @@ def test_a_killed_parent_leaves_its_dump_while_its_workers_live_and_nothing_afte
 
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="at least 1"):
-        joblib_memmap.kill_parent_while_holding(0, N_WORKERS)
+        joblib_memmap_crash.kill_parent_while_holding(0, N_WORKERS)
     with pytest.raises(ValueError, match="at least 1"):
-        joblib_memmap.kill_parent_while_holding(100, 0)
-
-
-def test_the_exercise_can_fail_and_its_solution_passes(capsys):
-    views = {"a": joblib_memmap.ArgumentView("memmap", "/dev/shm/joblib_memmapping_folder_1_2_3/x.pkl",
-                                             False, "r", 0.5, 1),
-             "b": joblib_memmap.ArgumentView("ndarray", None, True, None, 0.5, 1)}
-    with pytest.raises(WrongAnswer, match="'a'"):
-        exercises.check(joblib_memmap.EXERCISE, {"a": "pickled", "b": "pickled"}, views=views)
-    with pytest.raises(WrongAnswer, match="dict"):
-        exercises.check(joblib_memmap.EXERCISE, "pickled", views=views)
-    assert exercises.check(joblib_memmap.EXERCISE, {"a": "joblib's file", "b": "pickled"}, views=views)
-    assert "Right" in capsys.readouterr().out
+        joblib_memmap_crash.kill_parent_while_holding(100, 0)
 
 
 def test_the_joblib_strategy_runs_through_the_harness(released):

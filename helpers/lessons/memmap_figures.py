@@ -1,0 +1,107 @@
+"""Lesson 06's printouts and figures: the folders and their filesystems, first against warm reads,
+the fan-out's time, what the tree maps of one file (RSS and PSS timelines by role), joblib's workers
+holding an array, and tmpfs giving its RAM back. Sizes are bytes, times seconds; every function
+only formats or draws what the lesson measured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from helpers.lessons.memmap import FileMemory, filesystem_of, free_bytes
+from helpers.measure.plots import plot_bars
+from helpers.measure.timing import Timing
+from helpers.measure.units import format_bytes, format_rate, format_seconds
+
+
+def describe_places(places: Mapping[str, Path]) -> str:
+    """One line per folder: its path, the mount point, filesystem type and source, and bytes free."""
+    lines = []
+    for kind, folder in places.items():
+        fs = filesystem_of(folder)
+        lines.append(f"{kind:>5}: {folder} is on {fs.mount_point} ({fs.fstype}, from {fs.source}), "
+                     f"{format_bytes(free_bytes(folder))} free")
+    return "\n".join(lines)
+
+
+def describe_reads(reads: Mapping[tuple[str, str], Timing], cached: Mapping[str, Mapping[str, float]],
+                   array_bytes: int, in_ram_s: float, floors: Mapping[str, Timing]) -> str:
+    """The median of each (filesystem, read) timing with its rate, ``np.sum`` over private RAM
+    (``in_ram_s``), the memcpy floors, and the share of the file's pages cached after each step."""
+    lines = [f"{kind:>5}, {what:<10}: {format_seconds(timing.median):>8} "
+             f"({format_rate(array_bytes / timing.median)})" for (kind, what), timing in reads.items()]
+    warm, fresh = floors["warm"].median, floors["fresh"].median
+    lines.append(f"np.sum of the array in private RAM: {format_seconds(in_ram_s)}; memcpy floor: warm "
+                 f"{format_seconds(warm)}, fresh pages {format_seconds(fresh)}")
+    lines += [f"{kind:>5}: share of pages in the page cache "
+              + ", ".join(f"{when}: {share:.0%}" for when, share in shares.items())
+              for kind, shares in cached.items()]
+    return "\n".join(lines)
+
+
+def plot_reads(reads: Mapping[tuple[str, str], Timing], in_ram_s: float, warm_floor_s: float,
+               array_bytes: int):
+    """Bars of the median milliseconds of each read and of ``np.sum`` in private RAM, on a log
+    scale, against the warm memcpy floor; the Axes."""
+    from matplotlib.ticker import NullFormatter
+
+    bars = {f"{kind}, {what}": timing.median * 1e3 for (kind, what), timing in reads.items()}
+    bars["np.sum in private RAM"] = in_ram_s * 1e3
+    ax = plot_bars(bars, "milliseconds (log scale)", f"Map and sum a {format_bytes(array_bytes)} file",
+                   reference=warm_floor_s * 1e3, reference_label="memcpy floor, warm", log=True)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    return ax
+
+
+def describe_fan_out(fan_out: Mapping[str, Timing], floors: Mapping[str, Timing]) -> str:
+    """Each filesystem's fan-out timing and its median in warm memcpy floors, then both floors."""
+    warm, fresh = floors["warm"].median, floors["fresh"].median
+    lines = [f"fan-out, {kind:>5}: {timing}  ({timing.median / warm:.2f}× the warm memcpy floor)"
+             for kind, timing in fan_out.items()]
+    lines.append(f"memcpy floor, warm: {format_seconds(warm)}; fresh pages: {format_seconds(fresh)}")
+    return "\n".join(lines)
+
+
+def describe_file_memory(seen: Mapping[str, FileMemory], array_bytes: int) -> str:
+    """One line per filesystem: how many processes map the file, and its RSS and PSS sums in bytes
+    and in arrays of ``array_bytes``."""
+    return "\n".join(
+        f"{kind:>5}: the file's mappings in the tree: {read.processes} processes, RSS sum "
+        f"{format_bytes(read.rss)} ({read.rss / array_bytes:.2f} arrays), PSS sum "
+        f"{format_bytes(read.pss)} ({read.pss / array_bytes:.2f} arrays)" for kind, read in seen.items())
+
+
+def keep_one_mark_per_state(report) -> None:
+    """Drop the ``'... end'`` marks of a MemoryReport, so that a plot labels each held state once."""
+    for label in [label for label in report.marks if label.endswith(" end")]:
+        del report.marks[label]
+
+
+def plot_rss_and_pss(report):
+    """RSS (left) and PSS (right) timelines of the tree, processes named by role; the figure."""
+    import matplotlib.pyplot as plt
+
+    report.name_roles()
+    keep_one_mark_per_state(report)
+    fig, (ax_rss, ax_pss) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained", sharey=True)
+    report.plot("rss", ax=ax_rss, title="RSS: each worker counts the file's pages again")
+    report.plot("pss", ax=ax_pss, title="PSS: the tree holds the file's pages once")
+    return fig
+
+
+def plot_joblib_memory(report, worker_pids: Iterable[int]):
+    """The PSS timeline of joblib's workers holding nothing, a pickled and an auto-memmapped array,
+    ``worker_pids`` named worker 1..N in that order; the Axes."""
+    report.name_roles(workers=list(worker_pids))
+    keep_one_mark_per_state(report)
+    return report.plot("pss", title="joblib: one mapped dump (auto-memmap) against a copy per worker "
+                                    "(pickled)")
+
+
+def describe_tmpfs_release(kind: str, still_listed: bool, mapped_after_delete: FileMemory,
+                           used: Mapping[str, int]) -> str:
+    """Whether the deleted file is still listed and mapped, and /dev/shm's used bytes in each state."""
+    lines = [f"the {kind} file, after os.remove: still in a listing: {still_listed}; "
+             f"still mapped here: {format_bytes(mapped_after_delete.rss)}"]
+    lines += [f"/dev/shm used, {state:<18}: {format_bytes(value)}" for state, value in used.items()]
+    return "\n".join(lines)

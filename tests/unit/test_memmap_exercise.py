@@ -1,0 +1,57 @@
+"""Lesson 06's "Your turn" on a real measurement (one loky call that reports what each worker received
+for four arrays, as the lesson makes it): a wrong prediction fails the check cell with a hint naming
+the array to look at again, the worked solution passes."""
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+from joblib import Parallel, delayed
+
+from helpers.lessons import joblib_memmap, memmap
+from helpers.measure.leftovers import TEMP_PREFIX
+
+pytestmark = pytest.mark.timeout(180)
+N_WORKERS = 2
+RIGHT = {"big": "joblib's file", "small view": "pickled", "objects": "pickled", "own file": "its own file"}
+
+
+@pytest.fixture(scope="module")
+def measured():
+    """What loky workers received for the lesson's four kinds of array; loky's workers, joblib's
+    folders and our file are gone before the tests run (each test checks that nothing is left)."""
+    source = np.random.default_rng(6).random(4 * 2**20 // 8)  # 4 MiB: over joblib's max_nbytes
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as folder:
+        own = memmap.owner_only_memmap(Path(folder) / "own.f64", (300_000,))
+        own[:] = source[:300_000]
+        arrays = {"big": source, "small view": source[:100], "objects": source[:200_000].astype(object),
+                  "own file": own}
+        try:
+            received = Parallel(n_jobs=N_WORKERS, backend=joblib_memmap.BACKEND)(
+                delayed(joblib_memmap.describe_argument)(array) for array in arrays.values())
+        finally:
+            del own, arrays
+            joblib_memmap.release_joblib()
+    return {"views": dict(zip(RIGHT, received, strict=True))}
+
+
+def test_the_measurement_gives_the_lessons_answer(measured):
+    assert {name: view.where for name, view in measured["views"].items()} == RIGHT
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    ({**RIGHT, "big": "pickled"}, "look again at 'big'"),  # "joblib pickles everything"
+    ({**RIGHT, "objects": "joblib's file"}, "look again at 'objects'"),  # "over max_nbytes, so dumped"
+    ({**RIGHT, "small view": "joblib's file"}, "look again at 'small view'"),  # "a view of a big array"
+    ({**RIGHT, "own file": "joblib's file"}, "look again at 'own file'"),  # "a memmap is dumped again"
+    ({"big": "joblib's file"}, "dict of the 4 names"),
+    ("pickled", "dict of the 4 names"),
+])
+def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
+    assert_wrong_answer_fails(joblib_memmap.EXERCISE, wrong, hint, monkeypatch, **measured)
+
+
+def test_the_worked_solution_passes(measured, monkeypatch, capsys):
+    assert_worked_solution_passes(joblib_memmap.EXERCISE, monkeypatch, capsys, **measured)
