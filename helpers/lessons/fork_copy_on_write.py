@@ -2,9 +2,13 @@
 
 A child started with ``fork`` begins as a copy of the parent that shares every page until one
 side writes to it. ``installed(array=..., rows=...)`` sets this module's globals ``ARRAY`` and
-``ROWS`` before forking; the tasks below read them in the child. Each worker measures its own
-memory (``helpers.measure.proctree.process_memory``: RSS, USS, PSS in bytes) before and after its task,
-reports it to the parent, then holds still until released, so the parent can measure the tree.
+``ROWS`` before forking; the tasks below (``sum_inherited_array``, ``iterate_inherited_rows``, ...)
+read them in the child through ``inherited``. ``refcount`` reads the reference count CPython keeps
+inside an object, the field that reading a Python object writes; ``EXERCISE`` is the lesson's
+"Your turn" on it; its tables and plots are in ``helpers.lessons.fork_copy_on_write_figures``.
+Each worker measures its own memory (``helpers.measure.proctree.process_memory``: RSS, USS, PSS in
+bytes) before and after its task, reports it to the parent, then holds still until released, so
+the parent can measure the tree.
 Under ``spawn`` or ``forkserver`` a child imports this module afresh: the globals are None there.
 In a process where Ray has run, ``fan_out`` refuses to fork (``helpers.lessons.ray_session``:
 forking then can deadlock the child) with a RuntimeError that says so.
@@ -12,13 +16,15 @@ forking then can deadlock the child) with a RuntimeError that says so.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import multiprocessing
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -26,8 +32,8 @@ import numpy as np
 
 from helpers.lessons import ray_session
 from helpers.lessons.demos import join_or_kill
+from helpers.lessons.exercises import Exercise
 from helpers.measure.proctree import ProcessMemory, process_memory
-from helpers.measure.units import format_bytes
 
 ARRAY: np.ndarray | None = None  # set by installed(); forked children inherit it
 ROWS: list[list[float]] | None = None  # a list of small Python lists, the same numbers as objects
@@ -62,7 +68,9 @@ def installed(array: np.ndarray | None = None, rows: list | None = None) -> Iter
         ARRAY, ROWS = None, None
 
 
-def _inherited(name: str):
+def inherited(name: str):
+    """This module's global ``name`` ('ARRAY' or 'ROWS') as this process has it; RuntimeError when it
+    is None (nothing was inherited: the process was not forked inside ``installed``)."""
     value = globals()[name]
     if value is None:
         raise RuntimeError(
@@ -74,30 +82,47 @@ def _inherited(name: str):
     return value
 
 
-def _write_inherited_array(_connection) -> float:
-    array = _inherited("ARRAY")
+def sum_inherited_array(_connection) -> float:
+    """Task: sum the inherited ``ARRAY``; reads every page, writes none."""
+    return float(np.sum(inherited("ARRAY")))
+
+
+def write_inherited_array(_connection) -> float:
+    """Task: add 1 to every element of the inherited ``ARRAY``, then sum it."""
+    array = inherited("ARRAY")
     array += 1.0  # writes every page: each one is copied for this child first
     return float(np.sum(array))
 
 
-def _sum_received_array(connection) -> float:
+def sum_received_array(connection) -> float:
+    """Task: receive an array through the pipe (a pickled copy) and sum it."""
     global ARRAY
     ARRAY = connection.recv()  # this worker's own copy, kept while it holds
     return float(np.sum(ARRAY))
 
 
-def _collect_garbage(_connection) -> float:
-    _inherited("ROWS")  # the rows are there, untouched: only the collector visits them
+def iterate_inherited_rows(_connection) -> float:
+    """Task: sum every number of the inherited ``ROWS``, only reading them."""
+    total = 0.0
+    for row in inherited("ROWS"):  # naming a row adds 1 to its reference count: a write
+        for number in row:  # and to each float's
+            total += number
+    return total
+
+
+def collect_garbage(_connection) -> float:
+    """Task: run a full collection without touching ``ROWS``; how many objects it freed."""
+    inherited("ROWS")  # the rows are there, untouched: only the collector visits them
     return float(gc.collect())
 
 
 TASKS: dict[str, Callable] = {  # each takes the worker's end of the pipe, returns a float
     "idle": lambda _connection: 0.0,
-    "sum inherited array": lambda _connection: float(np.sum(_inherited("ARRAY"))),
-    "write inherited array": _write_inherited_array,
-    "sum received array": _sum_received_array,
-    "iterate inherited rows": lambda _connection: float(sum(x for row in _inherited("ROWS") for x in row)),
-    "collect garbage": _collect_garbage,
+    "sum inherited array": sum_inherited_array,
+    "write inherited array": write_inherited_array,
+    "sum received array": sum_received_array,
+    "iterate inherited rows": iterate_inherited_rows,
+    "collect garbage": collect_garbage,
 }
 RECEIVING_TASKS = {"sum received array"}  # tasks that read what fan_out(send=...) pickles to them
 
@@ -233,6 +258,12 @@ def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
                 process.close()
 
 
+def refcount(obj: object) -> int:
+    """The reference count CPython stores in ``obj``'s own header (its first field, at ``id(obj)``),
+    read from memory; counts the reference this call holds too."""
+    return ctypes.c_ssize_t.from_address(id(obj)).value
+
+
 def rows_of_floats(array: np.ndarray, n_rows: int) -> list[list[float]]:
     """The first ``2 * n_rows`` numbers of ``array`` as ``n_rows`` Python lists of two floats
     (what ``csv.reader`` or a JSON loader would give you): every number a separate object."""
@@ -279,6 +310,15 @@ def lock_held_by_a_thread() -> Iterator[None]:
         thread.join()
 
 
+def warnings_on_fork() -> list[warnings.WarningMessage]:
+    """Fork one idle worker (``fan_out``) and return every warning raised meanwhile, none filtered
+    out (Python's default filters hide a DeprecationWarning raised inside multiprocessing)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fan_out("fork", "idle", 1)
+    return list(caught)
+
+
 def take_lock(timeout: float) -> str:
     """Worker: take ``LOCK`` within ``timeout`` seconds; raise TimeoutError if it stays taken."""
     if not LOCK.acquire(timeout=timeout):
@@ -291,39 +331,32 @@ def take_lock(timeout: float) -> str:
     return "took the lock"
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for row in rows:
-        cells = [text.rjust(width) for text, width in zip(row[1:], widths[1:], strict=True)]
-        lines.append("  ".join([row[0].ljust(widths[0]), *cells]))
-    return "\n".join(lines)
+EXERCISE_TOLERANCE = 0.4  # of the rows' footprint: how far a prediction may be from this run's figure
 
 
-def process_table(held: dict[int, ProcessMemory]) -> str:
-    """A text table of each held process's RSS, USS and PSS and the tree's sums (human units)."""
-    rows = [("process", "RSS", "USS", "PSS")]
-    for pid, measured in held.items():
-        name = "this process" if pid == os.getpid() else "worker"
-        rows.append((name, *(format_bytes(v) for v in (measured.rss, measured.uss, measured.pss))))
-    sums = [sum(getattr(m, k) for m in held.values()) for k in ("rss", "uss", "pss")]
-    rows.append(("sum over the tree", *(format_bytes(v) for v in sums)))
-    return _table(rows)
+def _check_private_fractions(answer, plain: float, frozen: float) -> str | None:
+    if (not isinstance(answer, Mapping) or set(answer) != {"plain", "frozen"}
+            or not all(isinstance(v, int | float) for v in answer.values())):
+        return "answer with a dict of two numbers, {'plain': ..., 'frozen': ...}, in rows' footprints"
+    for key, measured, why in (
+            ("plain", plain, "iterating names every row and every float, and each name adds 1 to a "
+             "reference count stored in the object: a write, so the page is copied for the worker"),
+            ("frozen", frozen, "gc.freeze() keeps the collector out of the frozen objects, but the loop "
+             "still writes every reference count")):
+        if abs(answer[key] - measured) > EXERCISE_TOLERANCE:
+            return (f"{key!r}: each worker made {measured:.2f} of the rows' footprint private here, not "
+                    f"{answer[key]!r}; {why}")
+    return None
 
 
-def growth_table(fans: dict[str, FanOut], unit_bytes: int) -> str:
-    """A text table, one row per fan-out: what the tree's RSS and PSS grew by while the workers
-    held, this process's and the workers' USS then, and what each worker's task made private
-    (its USS growth), in bytes and in ``unit_bytes``."""
-
-    def cell(n_bytes: float) -> str:
-        return f"{format_bytes(n_bytes)} ({n_bytes / unit_bytes:.2f})"
-
-    rows = [("fan-out", "tree RSS growth", "tree PSS growth", "this process's USS", "workers' USS",
-             "each worker's task made private")]
-    for name, fan in fans.items():
-        tasks = ", ".join(cell(w.uss_growth) for w in fan.workers)
-        mine = fan.held[os.getpid()].uss
-        rows.append((name, *(cell(v) for v in (fan.growth("rss"), fan.growth("pss"), mine,
-                                                fan.private_to_workers())), tasks))
-    return _table(rows)
+EXERCISE = Exercise(
+    name="reading inherited objects",
+    question=("forked workers only iterate over the inherited rows and sum their numbers. What fraction "
+              "of the rows' footprint (0: none, 1: all of it) does each worker make private, as is "
+              "('plain') and after gc.freeze() in the parent ('frozen')? Answer {'plain': ..., "
+              "'frozen': ...}."),
+    check=_check_private_fractions,
+    solution=lambda plain, frozen: {"plain": 1.0, "frozen": 1.0},
+    explanation=("Reading a Python object writes its reference count, so each worker copies nearly every "
+                 "page of the rows it touches; gc.freeze() does not stop that."),
+)

@@ -4,11 +4,12 @@
 import gc
 import multiprocessing as mp
 import os
+import sys
 
 import numpy as np
 import pytest
 
-from helpers.lessons import fork_copy_on_write
+from helpers.lessons import fork_copy_on_write, fork_copy_on_write_figures
 from helpers.measure.proctree import descendant_pids
 from helpers.measure.units import MiB
 
@@ -144,12 +145,12 @@ def test_rows_hold_the_same_numbers_as_python_objects(array):
     assert fork_copy_on_write.footprint(rows) == pytest.approx(1000 * (8 + 72 + 2 * 24), rel=0.01)
 
 
-def test_tables_name_every_process_and_every_fan_out():
+def test_tables_name_every_process_by_role_and_every_fan_out():
     fan = fork_copy_on_write.fan_out("spawn", "idle", 1, hold_seconds=0.1)
-    table = fork_copy_on_write.process_table(fan.held)
-    assert "this process" in table and "worker" in table and "sum over the tree" in table
-    assert len(table.splitlines()) == 4
-    growth = fork_copy_on_write.growth_table({"idle spawn": fan}, ARRAY_BYTES)
+    table = fork_copy_on_write_figures.process_table(fan.held)
+    assert "parent" in table and "worker 1" in table and "sum over the tree" in table
+    assert str(fan.workers[0].pid) not in table and len(table.splitlines()) == 4
+    growth = fork_copy_on_write_figures.growth_table({"idle spawn": fan}, ARRAY_BYTES)
     assert len(growth.splitlines()) == 2 and growth.splitlines()[1].startswith("idle spawn")
     with pytest.raises(ValueError, match="nothing was held"):
         fork_copy_on_write.fan_out("spawn", "idle", 1).growth()
@@ -158,3 +159,25 @@ def test_tables_name_every_process_and_every_fan_out():
 def test_default_start_method_is_one_this_platform_has():
     assert fork_copy_on_write.default_start_method() in mp.get_all_start_methods()
     assert fork_copy_on_write.has_fork() == ("fork" in mp.get_all_start_methods())
+
+
+def test_refcount_reads_the_count_stored_in_the_object_and_naming_it_writes_it():
+    numbers = [0.5, 1.5]
+    before = fork_copy_on_write.refcount(numbers)
+    assert before == sys.getrefcount(numbers)
+    alias = numbers
+    assert fork_copy_on_write.refcount(numbers) == before + 1
+    del alias
+    assert fork_copy_on_write.refcount(numbers) == before
+
+
+@needs_fork
+def test_warnings_on_fork_returns_what_forking_raised_here_and_leaves_the_filters_alone():
+    import warnings
+
+    filters_before = list(warnings.filters)
+    caught = fork_copy_on_write.warnings_on_fork()
+    assert all(isinstance(w, warnings.WarningMessage) for w in caught)
+    if sys.version_info < (3, 12):
+        assert caught == []  # os.fork() warns about threads from Python 3.12 only
+    assert warnings.filters == filters_before

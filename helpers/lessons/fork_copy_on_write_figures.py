@@ -1,0 +1,101 @@
+"""Lesson 04's tables and plots: each process's memory while forked workers hold still, what each
+fan-out grew, the memory timelines with processes named by role, and the start methods compared
+(bytes and seconds in, human units out)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from helpers.lessons.fork_copy_on_write import FanOut
+from helpers.measure.proctree import ProcessMemory
+from helpers.measure.units import MiB, format_bytes
+
+
+def _table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [text.rjust(width) for text, width in zip(row[1:], widths[1:], strict=True)]
+        lines.append("  ".join([row[0].ljust(widths[0]), *cells]))
+    return "\n".join(lines)
+
+
+def process_table(held: Mapping[int, ProcessMemory]) -> str:
+    """A text table of each held process's RSS, USS and PSS by role (parent, worker 1..N) and the
+    tree's sums, in human units."""
+    rows = [("process", "RSS", "USS", "PSS")]
+    workers = 0
+    for pid, measured in held.items():
+        if pid == os.getpid():
+            name = "parent"
+        else:
+            workers += 1
+            name = f"worker {workers}"
+        rows.append((name, *(format_bytes(v) for v in (measured.rss, measured.uss, measured.pss))))
+    sums = [sum(getattr(m, k) for m in held.values()) for k in ("rss", "uss", "pss")]
+    rows.append(("sum over the tree", *(format_bytes(v) for v in sums)))
+    return _table(rows)
+
+
+def growth_table(fans: Mapping[str, FanOut], unit_bytes: int) -> str:
+    """A text table, one row per fan-out: what the tree's RSS and PSS grew by while the workers
+    held, the parent's and the workers' USS then, and what each worker's task made private (its
+    USS growth), in bytes and in ``unit_bytes``."""
+
+    def cell(n_bytes: float) -> str:
+        return f"{format_bytes(n_bytes)} ({n_bytes / unit_bytes:.2f})"
+
+    rows = [("fan-out", "tree RSS growth", "tree PSS growth", "parent's USS", "workers' USS",
+             "each worker's task made private")]
+    for name, fan in fans.items():
+        tasks = ", ".join(cell(w.uss_growth) for w in fan.workers)
+        mine = fan.held[os.getpid()].uss
+        rows.append((name, *(cell(v) for v in (fan.growth("rss"), fan.growth("pss"), mine,
+                                                fan.private_to_workers())), tasks))
+    return _table(rows)
+
+
+def name_phase_workers(report, phases: Mapping[str, FanOut]) -> None:
+    """Label the report's processes by role: the workers of each phase '<phase> worker i', the
+    tracking process 'parent' (``MemoryReport.name_roles``)."""
+    named = {w.pid: f"{label} worker {i}" for label, fan in phases.items()
+             for i, w in enumerate(fan.workers, start=1)}
+    report.name_roles(named=named)
+
+
+def plot_fork_phases(report, phases: Mapping[str, FanOut]):
+    """RSS (left) and PSS (right) of every process over the fan-outs in ``phases``, processes named
+    by role, with a red star at the tree's sum as ``fan_out`` read it exactly halfway through each
+    hold; the figure."""
+    import matplotlib.pyplot as plt
+
+    name_phase_workers(report, phases)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained", sharey=True)
+    report.plot("rss", ax=left, title="RSS: every forked worker seems to hold everything")
+    report.plot("pss", ax=right, title="PSS: reading shares the array, writing copies it")
+    for label, fan in phases.items():
+        at = (report.marks[f"{label} holding"] + report.marks[f"{label} end"]) / 2
+        for ax, measure in ((left, "rss"), (right, "pss")):
+            ax.plot(at, sum(getattr(m, measure) for m in fan.held.values()) / MiB, "r*", markersize=12,
+                    label="exact read, tree" if label == next(iter(phases)) else None)
+    for ax in (left, right):
+        ax.legend(fontsize=7, loc="center left", ncol=2)
+    return fig
+
+
+def plot_start_methods(jobs: Mapping[str, FanOut], floor_seconds: float, array_bytes: int, n_workers: int):
+    """Left: each job's seconds (start-up included) against the memcpy floor; right: the tree's PSS
+    growth while its workers held, in arrays; the figure."""
+    import matplotlib.pyplot as plt
+
+    from helpers.measure import plots
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 3.5), layout="constrained")
+    plots.plot_bars({name: job.seconds for name, job in jobs.items()}, "seconds (start-up included)",
+                    f"Start {n_workers} workers, each sums the array", reference=floor_seconds,
+                    reference_label="memcpy floor (one copy)", ax=left)
+    plots.plot_bars({name: job.growth("pss") / array_bytes for name, job in jobs.items()},
+                    "tree PSS growth while the workers hold (arrays)", "Memory",
+                    reference=1.0, reference_label="one copy of the array", ax=right)
+    return fig

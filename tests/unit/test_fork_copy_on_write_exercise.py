@@ -1,0 +1,43 @@
+"""Lesson 04's "Your turn" on a real measurement (forked workers iterating over inherited rows, as is
+and after gc.freeze(), their USS read from /proc): a wrong prediction fails the check cell with a
+hint, the worked solution passes."""
+
+import numpy as np
+import pytest
+from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+
+from helpers.lessons import fork_copy_on_write
+from helpers.measure.units import MiB
+
+pytestmark = [pytest.mark.timeout(120),
+              pytest.mark.skipif(not fork_copy_on_write.has_fork(), reason="this platform cannot fork")]
+N_WORKERS, ARRAY_BYTES = 2, 16 * MiB
+
+
+@pytest.fixture(scope="module")
+def measured():
+    array = np.random.default_rng(4).random(ARRAY_BYTES // 8)
+    rows = fork_copy_on_write.rows_of_floats(array, ARRAY_BYTES // 256)
+    size = fork_copy_on_write.footprint(rows)
+    with fork_copy_on_write.installed(rows=rows):
+        plain = fork_copy_on_write.fan_out("fork", "iterate inherited rows", N_WORKERS)
+        with fork_copy_on_write.frozen_gc():
+            frozen = fork_copy_on_write.fan_out("fork", "iterate inherited rows", N_WORKERS)
+    return {name: float(np.mean([w.uss_growth for w in fan.workers])) / size
+            for name, fan in (("plain", plain), ("frozen", frozen))}
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    ({"plain": 0.0, "frozen": 0.0}, "'plain'.*reference count"),  # "nothing is copied, as with the array"
+    ({"plain": 1.0, "frozen": 0.0}, "'frozen'.*gc.freeze"),  # "gc.freeze() keeps the rows shared"
+    ({"plain": 5.0, "frozen": 5.0}, "'plain'"),  # "the whole parent is copied"
+    ({"plain": 1.0}, "dict of two numbers"),
+    ([1.0, 1.0], "dict of two numbers"),
+    ({"plain": "all", "frozen": 1.0}, "dict of two numbers"),
+])
+def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
+    assert_wrong_answer_fails(fork_copy_on_write.EXERCISE, wrong, hint, monkeypatch, **measured)
+
+
+def test_the_worked_solution_passes(measured, monkeypatch, capsys):
+    assert_worked_solution_passes(fork_copy_on_write.EXERCISE, monkeypatch, capsys, **measured)
