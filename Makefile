@@ -98,7 +98,7 @@ test-browser: $(INSTALLED)
 		$(BIN)/pytest -s tests/browser'
 
 # test-binder and test-forkserver are not repeated here: test-browser is the Binder-sized run (with
-# every kernel left running), and .ci/run runs the lessons with forkserver on Python 3.12.
+# every kernel left running), and .ci/run runs the lessons with forkserver on Python 3.13.
 test: lint unit bench-check test-notebooks test-browser
 
 notebooks: $(INSTALLED)

@@ -186,6 +186,7 @@ def test_the_refusal_says_what_to_do():
     assert "spawn or forkserver" in message and "restart the kernel" in message
 
 
+@pytest.mark.default_python_only
 @needs_fork
 @pytest.mark.timeout(900)
 def test_the_showdown_runs_twice_in_one_process_which_never_runs_ray_and_forks_only_before_it():
