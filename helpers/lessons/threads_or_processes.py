@@ -5,20 +5,16 @@ process (``ThreadPoolExecutor``: they read the caller's array, nothing is copied
 (``ProcessPoolExecutor``: each chunk is pickled to its worker, lesson 02's baseline). Threads help
 only while the work lets go of the GIL: ``sum_numpy`` does (NumPy's loop runs in C without it),
 ``sum_python`` does not (a Python loop). ``measure_scaling`` times a fan-out on 1..N workers,
-``holding_workers`` makes workers hold their chunks while the memory sampler watches,
-``gil_probe`` measures how much of a call lets other threads run (``EXERCISE`` asks the learner to
-predict it for five calls), ``blas_fan_out`` runs N processes that each multiply matrices with BLAS,
-with or without a limit on BLAS's own thread pool (threadpoolctl), and ``free_threading`` says
-whether this interpreter has a GIL at all. Seconds and bytes throughout. Worker functions live
-here: a spawned worker imports them by name.
+``holding_workers`` makes workers hold their chunks while the memory sampler watches. The GIL probe
+and the lesson's exercise are in ``gil_heartbeat``; BLAS's thread pools and free-threaded Python in
+``blas_and_free_threading``. Seconds and bytes throughout. Worker functions live here: a spawned
+worker imports them by name.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
-import sys
-import sysconfig
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -28,9 +24,8 @@ from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
-import psutil
 
-from helpers.lessons.exercises import Exercise
+from helpers.lessons.gil_heartbeat import tree_cpu_wait_seconds
 from helpers.lessons.workers import sleep_then_echo, touch_pages
 from helpers.measure.timing import Timing
 
@@ -38,7 +33,6 @@ THREADS, PROCESSES = "threads", "processes"
 PARENT = "parent"  # the role ``MemoryReport.name_roles`` gives this process
 READY_TIMEOUT = 120.0  # seconds every worker gets to receive its chunk and read it
 MAX_RUNS = 100  # timed runs of one quick measurement at most (``timed_runs``)
-RELEASED = 0.5  # a call "releases the GIL" when other threads could run for more than this share of it
 
 
 # --- The work: the same sum, in C or in Python (importable by spawned workers) ---------------------
@@ -262,260 +256,6 @@ def holding_workers(kind: str, n: int, context=None) -> Iterator[HoldingWorkers]
         if workers is not None:
             workers.pool = workers.ready = workers.release = None
         _signals = None  # the threads' signals were installed in this process
-
-
-# --- How much of a call lets other threads run: a heartbeat thread ---------------------------------
-
-
-@dataclass(frozen=True)
-class GilProbe:
-    """What a ``Heartbeat`` saw while ``name`` ran in another thread: ``released``, the share of
-    the time (0 to 1) it woke on time, i.e. other Python threads could run; ``ticks`` wake-ups over
-    ``seconds`` of ``calls`` calls."""
-
-    name: str
-    released: float
-    ticks: int
-    calls: int
-    seconds: float
-
-    @property
-    def releases(self) -> bool:
-        """Whether the call let other threads run for most of its time."""
-        return self.released > RELEASED
-
-
-def cpu_wait_seconds(thread_id: int, pid: int | str = "self") -> float | None:
-    """Seconds the thread ``thread_id`` (a native id) of process ``pid`` has spent runnable but
-    waiting for a CPU (Linux: /proc/PID/task/ID/schedstat); None where the kernel does not say."""
-    try:
-        with open(f"/proc/{pid}/task/{thread_id}/schedstat") as file:
-            return int(file.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def tree_cpu_wait_seconds() -> float:
-    """Seconds every thread of this process and of its descendants has spent runnable but waiting
-    for a CPU, summed (0.0 where the kernel does not say): other programs took the CPUs."""
-    pids = [os.getpid(), *(child.pid for child in psutil.Process().children(recursive=True))]
-    total = 0.0
-    for pid in pids:
-        try:
-            thread_ids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue  # ended meanwhile, or not Linux
-        total += sum(cpu_wait_seconds(int(tid), pid) or 0.0 for tid in thread_ids)
-    return total
-
-
-class Heartbeat:
-    """A thread that sleeps ``tick`` seconds at a time, and must take the GIL back to wake up.
-
-    A wake-up later than ``late`` seconds means another thread held the GIL: the interpreter asks
-    a thread running Python code to hand it over after ``sys.getswitchinterval()`` (5 ms by
-    default) of waiting; a C call that holds it hands it over only when it returns. Time spent
-    waiting for a CPU (a busy machine, or one CPU) is not counted as late (``cpu_wait_seconds``).
-    ``free`` and ``total`` are seconds: of all the time between wake-ups, the intervals that ended
-    on time.
-    """
-
-    def __init__(self, tick: float = 0.001):
-        self.tick, self.late = tick, sys.getswitchinterval() / 2
-        self.free = self.total = 0.0
-        self.ticks = 0
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        me = threading.get_native_id()
-        before, waited = time.perf_counter(), cpu_wait_seconds(me)
-        while not self.stop.is_set():
-            due = time.perf_counter() + self.tick
-            time.sleep(self.tick)  # lets go of the GIL; waking up needs it back
-            now, waited_now = time.perf_counter(), cpu_wait_seconds(me)
-            for_cpu = waited_now - waited if waited is not None and waited_now is not None else 0.0
-            if now - due - for_cpu < self.late:  # on time, but for a busy CPU: nobody held the GIL
-                self.free += now - before
-            self.total += now - before
-            self.ticks += 1
-            before, waited = now, waited_now
-
-
-def gil_probe(name: str, fn: Callable, *args, seconds: float = 0.25, tick: float = 0.001) -> GilProbe:
-    """Call ``fn(*args)`` in a thread, again and again for at least ``seconds``, while a
-    ``Heartbeat`` runs in another; the share of the time the heartbeat woke on time is the share of
-    the call during which other Python threads could run."""
-    heartbeat = Heartbeat(tick)
-    calls = 0
-
-    def call_repeatedly() -> None:
-        nonlocal calls
-        end = time.perf_counter() + seconds
-        while calls == 0 or time.perf_counter() < end:
-            fn(*args)
-            calls += 1
-
-    beating = threading.Thread(target=heartbeat.run, name="gil-probe-heartbeat", daemon=True)
-    caller = threading.Thread(target=call_repeatedly, name="gil-probe-call", daemon=True)
-    beating.start()
-    start = time.perf_counter()
-    caller.start()
-    caller.join()
-    elapsed = time.perf_counter() - start
-    heartbeat.stop.set()
-    beating.join()
-    released = heartbeat.free / heartbeat.total if heartbeat.total else 0.0
-    return GilProbe(name, released, heartbeat.ticks, calls, elapsed)
-
-
-def exercise_calls(array: np.ndarray) -> dict[str, tuple[Callable, tuple]]:
-    """The calls of the exercise, on data cut from ``array``: name -> (function, arguments)."""
-    import hashlib
-    import zlib
-
-    data = array[: 2**16].tobytes()  # 512 KiB of bytes
-    numbers = array[: 2**17].tolist()  # Python floats; sorting them takes well over 2.5 ms
-    objects = array[: 2**17].astype(object)  # a call well over the heartbeat's 'late' (2.5 ms)
-    return {
-        "hashlib.sha256(data).digest()": (lambda d: hashlib.sha256(d).digest(), (data,)),
-        "zlib.compress(data)": (zlib.compress, (data,)),
-        "sorted(numbers)": (sorted, (numbers,)),
-        "np.sort(values)": (np.sort, (array[: 2**18],)),
-        "np.sum(objects)": (np.sum, (objects,)),
-    }
-
-
-# What the documentation says of each call of the exercise: True, it releases the GIL.
-DOCUMENTED = {"hashlib.sha256(data).digest()": True, "zlib.compress(data)": True,
-              "sorted(numbers)": False,
-              "np.sort(values)": True, "np.sum(objects)": False}
-
-
-def measured_releases(probes: Mapping[str, GilProbe]) -> dict[str, bool]:
-    """Call name -> whether its probe saw it release the GIL (``GilProbe.releases``)."""
-    return {name: probe.releases for name, probe in probes.items()}
-
-
-def _check_predictions(answer, probes: Mapping[str, GilProbe]) -> str | None:
-    """None when ``answer`` (call name -> True: releases the GIL, False: holds it) matches every
-    probe; else one sentence naming what is missing or wrong."""
-    if not isinstance(answer, Mapping):
-        return f"answer with a dict of call name -> True or False, not a {type(answer).__name__}"
-    unknown, missing = sorted(set(answer) - set(probes)), [name for name in probes if name not in answer]
-    if unknown or missing:
-        return f"predict exactly these calls: {sorted(probes)} (unknown: {unknown}, missing: {missing})"
-    not_bool = [name for name, guess in answer.items() if not isinstance(guess, bool)]
-    if not_bool:
-        return f"predict True (releases the GIL) or False (holds it) for {not_bool}"
-    wrong = [f"{name} {'released' if probes[name].releases else 'held'} it (other threads ran "
-             f"{probes[name].released:.0%} of the time)"
-             for name, guess in answer.items() if guess != probes[name].releases]
-    return None if not wrong else "; ".join(wrong) + "."
-
-
-EXERCISE = Exercise(
-    name="which calls release the GIL",
-    question=("predict, for each call of threads_or_processes.exercise_calls, whether it lets other "
-              "threads run: answer = {call name: True (releases the GIL) or False (holds it)}"),
-    check=_check_predictions,
-    solution=measured_releases,
-    explanation="C code working on raw memory can release the GIL; code that touches Python objects cannot.",
-)
-
-
-# --- BLAS's own threads inside each worker process -------------------------------------------------
-
-_blas_limits = None  # kept alive: threadpoolctl's limit holds until it is restored
-_matrices: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-
-def blas_threads() -> int | None:
-    """Threads in this process's BLAS pool, as threadpoolctl reads them (None: no BLAS found)."""
-    from threadpoolctl import threadpool_info
-
-    counts = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
-    return max(counts) if counts else None
-
-
-def limit_blas_threads(n: int = 1) -> None:
-    """Pool initializer: limit this worker's BLAS pool to ``n`` threads (threadpoolctl)."""
-    global _blas_limits
-    from threadpoolctl import threadpool_limits
-
-    _blas_limits = threadpool_limits(n, user_api="blas")
-
-
-def multiply_matrices(size: int, products: int) -> tuple[int | None, float]:
-    """``products`` matrix products of two random ``size`` x ``size`` matrices (made once per
-    worker); returns this worker's BLAS pool size, read inside it, and a checksum."""
-    if size not in _matrices:
-        rng = np.random.default_rng(size)
-        _matrices[size] = (rng.random((size, size)), rng.random((size, size)))
-    a, b = _matrices[size]
-    checksum = 0.0
-    for _ in range(products):
-        checksum += float((a @ b)[0, 0])
-    return blas_threads(), checksum
-
-
-@dataclass(frozen=True)
-class BlasRun:
-    """``n`` processes doing the same matrix products: their BLAS pools' sizes, the fan-out's seconds."""
-
-    limit: int | None
-    pool_sizes: list[int | None]
-    timing: Timing
-
-
-def blas_fan_out(n: int, context, limit: int | None, size: int = 256, products: int = 16,
-                 repeat: int = 5, budget_s: float = 10.0) -> BlasRun:
-    """Time ``n`` processes multiplying matrices at once (``multiply_matrices``), each with its BLAS
-    pool limited to ``limit`` threads in its initializer, or as BLAS sized it (``limit=None``)."""
-    initializer, initargs = (limit_blas_threads, (limit,)) if limit else (None, ())
-    sizes: list = []
-
-    def check(answers) -> None:
-        sizes[:] = [threads for threads, _ in answers]
-
-    with executor(PROCESSES, n, context, initializer, initargs) as pool:
-        timing = timed_runs(lambda: list(pool.map(multiply_matrices, [size] * n, [products] * n)),
-                            check, repeat, budget_s)
-    return BlasRun(limit, sizes, timing)
-
-
-# --- Is there a GIL at all? -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FreeThreading:
-    """``build``: CPython built without the GIL (``Py_GIL_DISABLED``, the ``t`` builds, PEP 703);
-    ``gil_enabled``: ``sys._is_gil_enabled()`` (None before Python 3.13, which has no such call)."""
-
-    build: bool
-    gil_enabled: bool | None
-
-    @property
-    def free_threaded(self) -> bool:
-        """Whether Python threads run Python code in parallel here."""
-        return self.build and self.gil_enabled is False
-
-
-def free_threading() -> FreeThreading:
-    """What this interpreter is: a free-threaded build or not, and whether the GIL is on now."""
-    is_gil_enabled = getattr(sys, "_is_gil_enabled", None)
-    return FreeThreading(bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
-                         None if is_gil_enabled is None else bool(is_gil_enabled()))
-
-
-def describe_free_threading(status: FreeThreading) -> str:
-    """One line on what this interpreter is, for the lesson."""
-    version = f"Python {sys.version_info.major}.{sys.version_info.minor}"
-    if status.free_threaded:
-        return f"{version} is a free-threaded build and the GIL is off: Python threads run in parallel."
-    if status.build:
-        return (f"{version} is a free-threaded build, but the GIL is on (an extension module that is "
-                "not marked safe turned it back on, or PYTHON_GIL=1): threads take turns.")
-    return f"{version} is a regular build (the GIL is always on): Python threads take turns."
 
 
 # --- Memory and plots -----------------------------------------------------------------------------

@@ -13,7 +13,8 @@ import matplotlib
 import numpy as np
 import pytest
 
-from helpers.lessons import demos, exercises
+from helpers.lessons import blas_and_free_threading as blas
+from helpers.lessons import demos, exercises, gil_heartbeat
 from helpers.lessons import threads_or_processes as lesson
 from helpers.measure.memory import track_memory
 from helpers.measure.timing import Timing
@@ -94,72 +95,73 @@ def test_threads_hold_views_and_add_no_copy_processes_hold_copies(method):
 
 
 def test_the_gil_probe_sees_numpy_release_the_gil_and_a_python_loop_hold_it(numbers):
-    released = lesson.gil_probe("np.sum", np.sum, np.random.default_rng(1).random(2**20), seconds=0.2)
-    held = lesson.gil_probe("python loop", lesson.sum_python, numbers[: 2**16], seconds=0.2)
+    released = gil_heartbeat.gil_probe("np.sum", np.sum, np.random.default_rng(1).random(2**20), seconds=0.2)
+    held = gil_heartbeat.gil_probe("python loop", lesson.sum_python, numbers[: 2**16], seconds=0.2)
     assert released.calls >= 1 and released.ticks >= 1 and released.seconds >= 0.2
     assert released.releases, released
-    if not lesson.free_threading().free_threaded:
+    if not blas.free_threading().free_threaded:
         assert not held.releases and held.released < 0.2, held
 
 
 def test_cpu_wait_is_read_for_a_thread_of_this_process_and_none_for_another():
-    waited = lesson.cpu_wait_seconds(threading.get_native_id())
+    waited = gil_heartbeat.cpu_wait_seconds(threading.get_native_id())
     assert waited is None or waited >= 0.0
-    assert lesson.cpu_wait_seconds(2**31 - 1) is None
+    assert gil_heartbeat.cpu_wait_seconds(2**31 - 1) is None
 
 
 def test_each_exercise_call_releases_or_holds_the_gil_as_documented(numbers):
     """Each call probed three times, the majority wins: one probe on a busy machine can misread a
     heartbeat that waited for a CPU."""
-    calls = lesson.exercise_calls(numbers)
-    assert set(calls) == set(lesson.DOCUMENTED)
-    votes = {name: [lesson.gil_probe(name, fn, *args).releases for _ in range(3)]
+    calls = gil_heartbeat.exercise_calls(numbers)
+    assert set(calls) == set(gil_heartbeat.DOCUMENTED)
+    votes = {name: [gil_heartbeat.gil_probe(name, fn, *args).releases for _ in range(3)]
              for name, (fn, args) in calls.items()}
-    if not lesson.free_threading().free_threaded:
-        assert {name: sum(v) >= 2 for name, v in votes.items()} == lesson.DOCUMENTED, votes
+    if not blas.free_threading().free_threaded:
+        assert {name: sum(v) >= 2 for name, v in votes.items()} == gil_heartbeat.DOCUMENTED, votes
 
 
-def _probes(releases: dict[str, bool]) -> dict[str, lesson.GilProbe]:
-    return {name: lesson.GilProbe(name, 0.9 if r else 0.01, 100, 10, 0.3) for name, r in releases.items()}
+def _probes(releases: dict[str, bool]) -> dict[str, gil_heartbeat.GilProbe]:
+    return {name: gil_heartbeat.GilProbe(name, 0.9 if r else 0.01, 100, 10, 0.3)
+            for name, r in releases.items()}
 
 
 def test_the_exercise_fails_a_wrong_answer_and_passes_the_worked_solution(monkeypatch, capsys):
     monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
-    probes = _probes(lesson.DOCUMENTED)
-    wrong = {**lesson.DOCUMENTED, "sorted(numbers)": True}
+    probes = _probes(gil_heartbeat.DOCUMENTED)
+    wrong = {**gil_heartbeat.DOCUMENTED, "sorted(numbers)": True}
     with pytest.raises(exercises.WrongAnswer, match=r"sorted\(numbers\) held it"):
-        exercises.check(lesson.EXERCISE, wrong, probes=probes)
-    assert exercises.check(lesson.EXERCISE, dict(lesson.DOCUMENTED), probes=probes) is True
-    assert exercises.check(lesson.EXERCISE, None, probes=probes) is False  # unanswered: the question
+        exercises.check(gil_heartbeat.EXERCISE, wrong, probes=probes)
+    assert exercises.check(gil_heartbeat.EXERCISE, dict(gil_heartbeat.DOCUMENTED), probes=probes) is True
+    assert exercises.check(gil_heartbeat.EXERCISE, None, probes=probes) is False  # unanswered: the question
     assert "Your turn" in capsys.readouterr().out
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
-    assert exercises.check(lesson.EXERCISE, None, probes=probes) is True
+    assert exercises.check(gil_heartbeat.EXERCISE, None, probes=probes) is True
 
 
 @pytest.mark.parametrize("answer, hint", [
     ([True] * 6, "dict"),
     ({"sorted(numbers)": False}, "missing"),
-    ({**lesson.DOCUMENTED, "print()": True}, "unknown"),
-    ({**lesson.DOCUMENTED, "zlib.compress(data)": "yes"}, "True .* or False"),
+    ({**gil_heartbeat.DOCUMENTED, "print()": True}, "unknown"),
+    ({**gil_heartbeat.DOCUMENTED, "zlib.compress(data)": "yes"}, "True .* or False"),
 ])
 def test_the_exercise_says_what_is_wrong_with_a_malformed_answer(answer, hint):
     with pytest.raises(exercises.WrongAnswer, match=hint):
-        exercises.check(lesson.EXERCISE, answer, probes=_probes(lesson.DOCUMENTED))
+        exercises.check(gil_heartbeat.EXERCISE, answer, probes=_probes(gil_heartbeat.DOCUMENTED))
 
 
 def test_the_blas_limit_holds_inside_every_worker():
-    here = lesson.blas_threads()
+    here = blas.blas_threads()
     if here is None:
         pytest.skip("NumPy has no BLAS that threadpoolctl knows here")
-    unlimited = lesson.blas_fan_out(1, SPAWN, None, size=64, products=2, repeat=1, budget_s=1)
-    limited = lesson.blas_fan_out(2, SPAWN, 1, size=64, products=2, repeat=1, budget_s=1)
+    unlimited = blas.blas_fan_out(1, SPAWN, None, size=64, products=2, repeat=1, budget_s=1)
+    limited = blas.blas_fan_out(2, SPAWN, 1, size=64, products=2, repeat=1, budget_s=1)
     assert unlimited.pool_sizes == [here] and unlimited.limit is None
     assert limited.pool_sizes == [1, 1] and limited.limit == 1
     assert len(limited.timing.runs) >= 1
 
 
 def test_free_threading_agrees_with_sysconfig_and_sys():
-    status = lesson.free_threading()
+    status = blas.free_threading()
     assert status.build == bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
     is_gil_enabled = getattr(sys, "_is_gil_enabled", None)
     assert status.gil_enabled == (None if is_gil_enabled is None else is_gil_enabled())
@@ -169,7 +171,7 @@ def test_free_threading_agrees_with_sysconfig_and_sys():
 @pytest.mark.parametrize("build, gil, words", [(False, None, "regular build"), (False, True, "regular build"),
                                               (True, True, "GIL is on"), (True, False, "GIL is off")])
 def test_describe_free_threading_names_each_case(build, gil, words):
-    assert words in lesson.describe_free_threading(lesson.FreeThreading(build, gil))
+    assert words in blas.describe_free_threading(blas.FreeThreading(build, gil))
 
 
 def test_plot_scaling_draws_one_line_per_measurement_and_the_ideal():

@@ -1,0 +1,110 @@
+"""Two more things decide whether workers run in parallel (lesson 01): BLAS's own thread pool
+inside each worker process (``blas_fan_out``, limited with threadpoolctl in the pool's initializer)
+and whether this interpreter has a GIL at all (``free_threading``). Seconds throughout; the worker
+functions live here, so a spawned worker imports them by name.
+"""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.lessons.threads_or_processes import PROCESSES, executor, timed_runs
+from helpers.measure.timing import Timing
+
+# --- BLAS's own threads inside each worker process -------------------------------------------------
+
+_blas_limits = None  # kept alive: threadpoolctl's limit holds until it is restored
+_matrices: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def blas_threads() -> int | None:
+    """Threads in this process's BLAS pool, as threadpoolctl reads them (None: no BLAS found)."""
+    from threadpoolctl import threadpool_info
+
+    counts = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    return max(counts) if counts else None
+
+
+def limit_blas_threads(n: int = 1) -> None:
+    """Pool initializer: limit this worker's BLAS pool to ``n`` threads (threadpoolctl)."""
+    global _blas_limits
+    from threadpoolctl import threadpool_limits
+
+    _blas_limits = threadpool_limits(n, user_api="blas")
+
+
+def multiply_matrices(size: int, products: int) -> tuple[int | None, float]:
+    """``products`` matrix products of two random ``size`` x ``size`` matrices (made once per
+    worker); returns this worker's BLAS pool size, read inside it, and a checksum."""
+    if size not in _matrices:
+        rng = np.random.default_rng(size)
+        _matrices[size] = (rng.random((size, size)), rng.random((size, size)))
+    a, b = _matrices[size]
+    checksum = 0.0
+    for _ in range(products):
+        checksum += float((a @ b)[0, 0])
+    return blas_threads(), checksum
+
+
+@dataclass(frozen=True)
+class BlasRun:
+    """``n`` processes doing the same matrix products: their BLAS pools' sizes, the fan-out's seconds."""
+
+    limit: int | None
+    pool_sizes: list[int | None]
+    timing: Timing
+
+
+def blas_fan_out(n: int, context, limit: int | None, size: int = 256, products: int = 16,
+                 repeat: int = 5, budget_s: float = 10.0) -> BlasRun:
+    """Time ``n`` processes multiplying matrices at once (``multiply_matrices``), each with its BLAS
+    pool limited to ``limit`` threads in its initializer, or as BLAS sized it (``limit=None``)."""
+    initializer, initargs = (limit_blas_threads, (limit,)) if limit else (None, ())
+    sizes: list = []
+
+    def check(answers) -> None:
+        sizes[:] = [threads for threads, _ in answers]
+
+    with executor(PROCESSES, n, context, initializer, initargs) as pool:
+        timing = timed_runs(lambda: list(pool.map(multiply_matrices, [size] * n, [products] * n)),
+                            check, repeat, budget_s)
+    return BlasRun(limit, sizes, timing)
+
+
+# --- Is there a GIL at all? -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FreeThreading:
+    """``build``: CPython built without the GIL (``Py_GIL_DISABLED``, the ``t`` builds, PEP 703);
+    ``gil_enabled``: ``sys._is_gil_enabled()`` (None before Python 3.13, which has no such call)."""
+
+    build: bool
+    gil_enabled: bool | None
+
+    @property
+    def free_threaded(self) -> bool:
+        """Whether Python threads run Python code in parallel here."""
+        return self.build and self.gil_enabled is False
+
+
+def free_threading() -> FreeThreading:
+    """What this interpreter is: a free-threaded build or not, and whether the GIL is on now."""
+    is_gil_enabled = getattr(sys, "_is_gil_enabled", None)
+    return FreeThreading(bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+                         None if is_gil_enabled is None else bool(is_gil_enabled()))
+
+
+def describe_free_threading(status: FreeThreading) -> str:
+    """One line on what this interpreter is, for the lesson."""
+    version = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+    if status.free_threaded:
+        return f"{version} is a free-threaded build and the GIL is off: Python threads run in parallel."
+    if status.build:
+        return (f"{version} is a free-threaded build, but the GIL is on (an extension module that is "
+                "not marked safe turned it back on, or PYTHON_GIL=1): threads take turns.")
+    return f"{version} is a regular build (the GIL is always on): Python threads take turns."

@@ -1,0 +1,180 @@
+"""How much of a call lets other Python threads run: a heartbeat probe of the GIL (lesson 01).
+
+``gil_probe`` calls a function again and again in one thread while a ``Heartbeat`` thread sleeps a
+millisecond at a time: a wake-up that comes late means the call held the GIL. Time the heartbeat
+spent waiting for a CPU (a busy machine, or Binder's one CPU) is read from the kernel
+(``cpu_wait_seconds``, Linux's schedstat) and not counted as late, so the probe works on one CPU.
+``EXERCISE`` asks the learner to predict five calls (``exercise_calls``). Seconds throughout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import psutil
+
+from helpers.lessons.exercises import Exercise
+
+RELEASED = 0.5  # a call "releases the GIL" when other threads could run for more than this share of it
+
+
+@dataclass(frozen=True)
+class GilProbe:
+    """What a ``Heartbeat`` saw while ``name`` ran in another thread: ``released``, the share of
+    the time (0 to 1) it woke on time, i.e. other Python threads could run; ``ticks`` wake-ups over
+    ``seconds`` of ``calls`` calls."""
+
+    name: str
+    released: float
+    ticks: int
+    calls: int
+    seconds: float
+
+    @property
+    def releases(self) -> bool:
+        """Whether the call let other threads run for most of its time."""
+        return self.released > RELEASED
+
+
+def cpu_wait_seconds(thread_id: int, pid: int | str = "self") -> float | None:
+    """Seconds the thread ``thread_id`` (a native id) of process ``pid`` has spent runnable but
+    waiting for a CPU (Linux: /proc/PID/task/ID/schedstat); None where the kernel does not say."""
+    try:
+        with open(f"/proc/{pid}/task/{thread_id}/schedstat") as file:
+            return int(file.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def tree_cpu_wait_seconds() -> float:
+    """Seconds every thread of this process and of its descendants has spent runnable but waiting
+    for a CPU, summed (0.0 where the kernel does not say): other programs took the CPUs."""
+    pids = [os.getpid(), *(child.pid for child in psutil.Process().children(recursive=True))]
+    total = 0.0
+    for pid in pids:
+        try:
+            thread_ids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # ended meanwhile, or not Linux
+        total += sum(cpu_wait_seconds(int(tid), pid) or 0.0 for tid in thread_ids)
+    return total
+
+
+class Heartbeat:
+    """A thread that sleeps ``tick`` seconds at a time, and must take the GIL back to wake up.
+
+    A wake-up later than ``late`` seconds means another thread held the GIL: the interpreter asks
+    a thread running Python code to hand it over after ``sys.getswitchinterval()`` (5 ms by
+    default) of waiting; a C call that holds it hands it over only when it returns. Time spent
+    waiting for a CPU (a busy machine, or one CPU) is not counted as late (``cpu_wait_seconds``).
+    ``free`` and ``total`` are seconds: of all the time between wake-ups, the intervals that ended
+    on time.
+    """
+
+    def __init__(self, tick: float = 0.001):
+        self.tick, self.late = tick, sys.getswitchinterval() / 2
+        self.free = self.total = 0.0
+        self.ticks = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        me = threading.get_native_id()
+        before, waited = time.perf_counter(), cpu_wait_seconds(me)
+        while not self.stop.is_set():
+            due = time.perf_counter() + self.tick
+            time.sleep(self.tick)  # lets go of the GIL; waking up needs it back
+            now, waited_now = time.perf_counter(), cpu_wait_seconds(me)
+            for_cpu = waited_now - waited if waited is not None and waited_now is not None else 0.0
+            if now - due - for_cpu < self.late:  # on time, but for a busy CPU: nobody held the GIL
+                self.free += now - before
+            self.total += now - before
+            self.ticks += 1
+            before, waited = now, waited_now
+
+
+def gil_probe(name: str, fn: Callable, *args, seconds: float = 0.25, tick: float = 0.001) -> GilProbe:
+    """Call ``fn(*args)`` in a thread, again and again for at least ``seconds``, while a
+    ``Heartbeat`` runs in another; the share of the time the heartbeat woke on time is the share of
+    the call during which other Python threads could run."""
+    heartbeat = Heartbeat(tick)
+    calls = 0
+
+    def call_repeatedly() -> None:
+        nonlocal calls
+        end = time.perf_counter() + seconds
+        while calls == 0 or time.perf_counter() < end:
+            fn(*args)
+            calls += 1
+
+    beating = threading.Thread(target=heartbeat.run, name="gil-probe-heartbeat", daemon=True)
+    caller = threading.Thread(target=call_repeatedly, name="gil-probe-call", daemon=True)
+    beating.start()
+    start = time.perf_counter()
+    caller.start()
+    caller.join()
+    elapsed = time.perf_counter() - start
+    heartbeat.stop.set()
+    beating.join()
+    released = heartbeat.free / heartbeat.total if heartbeat.total else 0.0
+    return GilProbe(name, released, heartbeat.ticks, calls, elapsed)
+
+
+def exercise_calls(array: np.ndarray) -> dict[str, tuple[Callable, tuple]]:
+    """The calls of the exercise, on data cut from ``array``: name -> (function, arguments)."""
+    import hashlib
+    import zlib
+
+    data = array[: 2**16].tobytes()  # 512 KiB of bytes
+    numbers = array[: 2**17].tolist()  # Python floats; sorting them takes well over 2.5 ms
+    objects = array[: 2**17].astype(object)  # a call well over the heartbeat's 'late' (2.5 ms)
+    return {
+        "hashlib.sha256(data).digest()": (lambda d: hashlib.sha256(d).digest(), (data,)),
+        "zlib.compress(data)": (zlib.compress, (data,)),
+        "sorted(numbers)": (sorted, (numbers,)),
+        "np.sort(values)": (np.sort, (array[: 2**18],)),
+        "np.sum(objects)": (np.sum, (objects,)),
+    }
+
+
+# What the documentation says of each call of the exercise: True, it releases the GIL.
+DOCUMENTED = {"hashlib.sha256(data).digest()": True, "zlib.compress(data)": True,
+              "sorted(numbers)": False,
+              "np.sort(values)": True, "np.sum(objects)": False}
+
+
+def measured_releases(probes: Mapping[str, GilProbe]) -> dict[str, bool]:
+    """Call name -> whether its probe saw it release the GIL (``GilProbe.releases``)."""
+    return {name: probe.releases for name, probe in probes.items()}
+
+
+def _check_predictions(answer, probes: Mapping[str, GilProbe]) -> str | None:
+    """None when ``answer`` (call name -> True: releases the GIL, False: holds it) matches every
+    probe; else one sentence naming what is missing or wrong."""
+    if not isinstance(answer, Mapping):
+        return f"answer with a dict of call name -> True or False, not a {type(answer).__name__}"
+    unknown, missing = sorted(set(answer) - set(probes)), [name for name in probes if name not in answer]
+    if unknown or missing:
+        return f"predict exactly these calls: {sorted(probes)} (unknown: {unknown}, missing: {missing})"
+    not_bool = [name for name, guess in answer.items() if not isinstance(guess, bool)]
+    if not_bool:
+        return f"predict True (releases the GIL) or False (holds it) for {not_bool}"
+    wrong = [f"{name} {'released' if probes[name].releases else 'held'} it (other threads ran "
+             f"{probes[name].released:.0%} of the time)"
+             for name, guess in answer.items() if guess != probes[name].releases]
+    return None if not wrong else "; ".join(wrong) + "."
+
+
+EXERCISE = Exercise(
+    name="which calls release the GIL",
+    question=("predict, for each call of gil_heartbeat.exercise_calls, whether it lets other "
+              "threads run: answer = {call name: True (releases the GIL) or False (holds it)}"),
+    check=_check_predictions,
+    solution=measured_releases,
+    explanation="C code working on raw memory can release the GIL; code that touches Python objects cannot.",
+)
