@@ -1,6 +1,8 @@
 """Lesson 00's code (start here): a setup self-check, fresh pages, random shared-memory segments,
-and workers held still so that memory can be measured (``helpers.lessons.demos`` has the pieces
-other lessons share).
+workers held still so that memory can be measured, and the lesson's "Your turn" (``EXERCISE``:
+how many arrays each memory measure counts when N workers read one segment).
+``helpers.lessons.demos`` has the pieces other lessons share; the figures are in
+``helpers.lessons.start_here_figures``.
 
 Holding matters: a polled sum over a process tree overshoots while processes start and attach,
 so the lessons measure steady states, the median between two marks taken while every worker
@@ -13,9 +15,10 @@ import ctypes
 import ctypes.util
 import mmap
 import multiprocessing as mp
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 
@@ -24,12 +27,15 @@ import numpy as np
 from helpers.lessons import workers
 from helpers.lessons.demos import (
     HOLD_SECONDS,
+    PSS_KINDS,
     SETTLE_SECONDS,
     hold,
     join_or_kill,
     wait_until_ready,
 )
+from helpers.lessons.exercises import Exercise
 from helpers.measure import system
+from helpers.measure.proctree import descendant_pids
 from helpers.measure.units import format_bytes
 
 
@@ -199,20 +205,152 @@ def hold_segment_in_workers(
     )
 
 
+ANONYMOUS, SHARED_MEMORY, FILES = PSS_KINDS.values()  # the kind names of demos.tree_pss_by_kind
+SHARED_MEMORY_PATHS = ("/dev/shm/", "/SYSV", "/dev/zero", "/memfd:")  # tmpfs-backed mappings
+
+
+def _mapping_kind(header: str) -> str:
+    """The kind of one /proc/PID/smaps mapping from its header line (address, perms, offset, device,
+    inode, path): shared memory by its path, anonymous when it has no inode, else a file."""
+    parts = header.split(maxsplit=5)
+    path = parts[5] if len(parts) > 5 else ""
+    if path.startswith(SHARED_MEMORY_PATHS):
+        return SHARED_MEMORY
+    return ANONYMOUS if parts[4] == "0" else FILES
+
+
+def tree_by_kind() -> dict[str, dict[str, int]] | None:
+    """USS and PSS of this process and its descendants split by kind of page, in bytes, read now:
+    ``{"uss": {kind: bytes}, "pss": {kind: bytes}}`` for the kinds of ``demos.PSS_KINDS``.
+
+    Read mapping by mapping from /proc/PID/smaps (USS is Private_Clean + Private_Dirty). File pages
+    turn private or shared as other programs on the machine map the same libraries, so they move
+    both measures by MiB; the other kinds do not. None where smaps cannot be read (not Linux).
+    """
+    totals = {"uss": dict.fromkeys(PSS_KINDS.values(), 0), "pss": dict.fromkeys(PSS_KINDS.values(), 0)}
+    for pid in [os.getpid(), *descendant_pids(os.getpid())]:
+        try:
+            _add_smaps(pid, totals)
+        except FileNotFoundError:
+            continue  # the process ended meanwhile
+        except OSError:
+            return None
+    return totals
+
+
+def _add_smaps(pid: int, totals: dict[str, dict[str, int]]) -> None:
+    """Add one process's USS and PSS by kind to ``totals``, reading its smaps a line at a time (the
+    file can be MiB of text: tracemalloc would count it)."""
+    kind = FILES
+    with open(f"/proc/{pid}/smaps") as file:
+        for line in file:
+            name, _, value = line.partition(" ")
+            if not name.endswith(":"):
+                kind = _mapping_kind(line)
+            elif name in ("Private_Clean:", "Private_Dirty:"):
+                totals["uss"][kind] += int(value.split()[0]) * 1024
+            elif name == "Pss:":
+                totals["pss"][kind] += int(value.split()[0]) * 1024
+
+
+def data_growth(before: dict[str, dict[str, int]] | None,
+                after: dict[str, dict[str, int]] | None) -> dict[str, int] | None:
+    """Bytes USS and PSS grew between two ``tree_by_kind`` readings, in anonymous and shared-memory
+    pages only (what an array is made of): ``{"uss": bytes, "pss": bytes}``; None if either is None."""
+    if before is None or after is None:
+        return None
+    return {measure: sum(after[measure][kind] - before[measure][kind] for kind in (ANONYMOUS, SHARED_MEMORY))
+            for measure in ("uss", "pss")}
+
+
+def _steady_medians(report, start: str, end: str) -> dict[int, tuple[float, float]]:
+    """pid -> median (RSS, PSS) in bytes between two marks, for each process seen there."""
+    window = report.window(start, end)
+    medians = {}
+    for pid in report.process_labels:
+        seen = [s.processes[pid] for s in window if pid in s.processes]
+        if seen:
+            medians[pid] = (statistics.median(p.rss for p in seen), statistics.median(p.pss for p in seen))
+    return medians
+
+
+def steady_by_role(report, start: str, end: str) -> dict[str, tuple[float, float]]:
+    """Each process's median (RSS, PSS) in bytes between two marks of ``report``, keyed by its
+    label (its role once ``MemoryReport.name_roles`` has run); processes not seen there are left out."""
+    return {report.process_labels[pid].split(" (")[0]: medians
+            for pid, medians in _steady_medians(report, start, end).items()}
+
+
 def steady_per_process(report, start: str, end: str, names: dict[int, str] | None = None) -> str:
     """A text table of each process's median RSS and PSS between two marks of ``report``.
 
-    ``names`` (pid -> role) overrides the report's labels; processes absent there are skipped.
+    ``names`` (pid -> role) overrides the report's labels (their roles once ``name_roles`` has run).
     """
-    window = report.window(start, end)
     rows = [("process", "RSS", "PSS")]
-    for pid, label in report.process_labels.items():
-        seen = [s.processes[pid] for s in window if pid in s.processes]
-        if not seen:
-            continue
-        role = (names or {}).get(pid, label.split(" (")[0])
-        rss = statistics.median(p.rss for p in seen)
-        pss = statistics.median(p.pss for p in seen)
+    for pid, (rss, pss) in _steady_medians(report, start, end).items():
+        role = (names or {}).get(pid, report.process_labels[pid].split(" (")[0])
         rows.append((role, format_bytes(rss), format_bytes(pss)))
     width = max(len(row[0]) for row in rows)
     return "\n".join(f"{role:<{width}}  {rss:>9}  {pss:>9}" for role, rss, pss in rows)
+
+
+def profiler_roles(report, worker_pids: list[int]) -> None:
+    """Name the processes of a run under memory_profiler's ``memory_usage``: "parent", "worker 1..N"
+    (``worker_pids``), and "memory_profiler's sampler" for any other child that is neither a
+    resource tracker nor a forkserver (``memory_usage`` starts it to sample a function)."""
+    others = {pid for pid, label in report.process_labels.items()
+              if pid not in worker_pids and label.split(" (")[0] in ("child", "spawned child")}
+    report.name_roles(workers=worker_pids, named={pid: "memory_profiler's sampler" for pid in others})
+
+
+# The five memory measures of section 4, as the exercise names them, and their rows in
+# ``demos.increase``.
+MEASURES = {"tracemalloc": "tracemalloc peak (this process)", "RSS sum": "tree RSS sum",
+            "USS sum": "tree USS sum", "PSS sum": "tree PSS sum", "/dev/shm": "/dev/shm bytes"}
+
+
+def arrays_counted(measures: Mapping[str, float | None], array_bytes: int,
+                   data: Mapping[str, float] | None = None) -> dict[str, float]:
+    """How many arrays each of the five measures counted: its growth (``demos.increase``, bytes)
+    over one array's ``array_bytes``. ``data`` (``data_growth``), when given, stands in for the
+    tree's USS and PSS sums: their growth in anonymous and shared-memory pages, without the file
+    pages that other programs move."""
+    counted = {name: measures[row] / array_bytes for name, row in MEASURES.items()}
+    if data is not None:
+        counted["USS sum"], counted["PSS sum"] = data["uss"] / array_bytes, data["pss"] / array_bytes
+    return counted
+
+
+def _nearest_count(arrays: float, n_workers: int) -> int:
+    """The count among 0, 1 and ``n_workers`` nearest to a measured number of arrays."""
+    return min((0, 1, n_workers), key=lambda count: abs(count - arrays))
+
+
+def _check_counts(answer, counted: Mapping[str, float], n_workers: int) -> str | None:
+    if not isinstance(answer, Mapping) or set(answer) != set(MEASURES):
+        return f"answer with a dict of one count per measure, keys {list(MEASURES)}, each 0, 1 or N_WORKERS"
+    for name in MEASURES:
+        predicted, seen = answer[name], _nearest_count(counted[name], n_workers)
+        if isinstance(predicted, bool) or not isinstance(predicted, int | float):
+            return f"{name!r}: give a number of arrays (0, 1 or N_WORKERS={n_workers}), not {predicted!r}"
+        if predicted != seen:
+            return (f"{name!r}: with {n_workers} readers it counted {counted[name]:.2f} arrays, nearest to "
+                    f"{seen}, not {predicted:g}")
+    return None
+
+
+def _worked_counts(counted: Mapping[str, float], n_workers: int) -> dict[str, int]:
+    return {"tracemalloc": 0, "RSS sum": n_workers, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}
+
+
+EXERCISE = Exercise(
+    name="who counts the shared array how often",
+    question=("N_WORKERS workers each read every page of one shared segment. How many arrays does each "
+              "measure count: a dict {'tracemalloc': ..., 'RSS sum': ..., 'USS sum': ..., 'PSS sum': ..., "
+              "'/dev/shm': ...}, each 0, 1 or N_WORKERS?"),
+    check=_check_counts,
+    solution=_worked_counts,
+    explanation=("RSS counts a shared page once per process that maps it, USS only private pages, PSS "
+                 "divides each page among its mappers, /dev/shm holds the segment once, and "
+                 "tracemalloc sees only this process's Python allocations."),
+)

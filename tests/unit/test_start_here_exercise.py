@@ -1,0 +1,83 @@
+"""Lesson 00's "Your turn": how many arrays each memory measure counts while N workers read one
+shared segment, measured on real spawned workers and a real segment; a wrong or malformed
+prediction fails the check cell with a hint, the worked solution passes."""
+
+import numpy as np
+import pytest
+
+from helpers.lessons import demos, start_here, workers
+from helpers.measure import memory
+from helpers.measure.units import MiB
+from tests.unit.exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+
+pytestmark = pytest.mark.timeout(120)
+
+ARRAY_BYTES = 16 * MiB
+N_WORKERS = 2
+HOLD = 0.6
+
+
+@pytest.fixture(scope="module")
+def measured():
+    """Workload B of lesson 00 at a small size: idle workers, then readers of one segment."""
+    with memory.track_memory(interval=0.05) as report:
+        idle = start_here.hold_in_workers(workers.allocate_and_hold, (0,), N_WORKERS, "spawn", HOLD,
+                                          report=report, label="idle", during=start_here.tree_by_kind)
+        segment = start_here.random_segment(ARRAY_BYTES)
+        try:
+            segment.close()
+            shared = start_here.hold_segment_in_workers(segment.name, N_WORKERS, "spawn", HOLD, report=report,
+                                                        during=start_here.tree_by_kind)
+        finally:
+            segment.unlink()
+    data = start_here.data_growth(idle.during, shared.during)
+    counted = start_here.arrays_counted(demos.increase(report, "idle", "shared"), ARRAY_BYTES, data)
+    return {"counted": counted, "n_workers": N_WORKERS}
+
+
+def test_a_private_array_is_anonymous_uss_and_a_mapped_segment_is_shared_memory():
+    before = start_here.tree_by_kind()
+    private = np.random.default_rng(0).random(ARRAY_BYTES // 8)
+    segment = start_here.random_segment(ARRAY_BYTES)  # still mapped here, by this process only
+    try:
+        after = start_here.tree_by_kind()
+    finally:
+        segment.close()
+        segment.unlink()
+    del private
+    grew = {measure: {kind: after[measure][kind] - before[measure][kind] for kind in after[measure]}
+            for measure in after}
+    assert 0.9 * ARRAY_BYTES <= grew["uss"][start_here.ANONYMOUS] <= 1.5 * ARRAY_BYTES, grew  # and the heap
+    assert 0.9 * ARRAY_BYTES <= grew["uss"][start_here.SHARED_MEMORY] <= 1.1 * ARRAY_BYTES, grew
+    assert start_here.data_growth(before, after)["pss"] >= 1.8 * ARRAY_BYTES, grew
+    assert start_here.data_growth(None, after) is None
+
+
+def test_the_five_measures_count_the_shared_array_0_n_0_1_1_times(measured):
+    counted = measured["counted"]
+    assert counted["tracemalloc"] < 0.25 and counted["USS sum"] < 0.25, counted  # pytest allocates too
+    assert counted["RSS sum"] >= 0.75 * N_WORKERS, counted
+    assert 0.75 <= counted["PSS sum"] <= 1.35 and 0.9 <= counted["/dev/shm"] <= 1.1, counted
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    ({"tracemalloc": 0, "RSS sum": 1, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}, "'RSS sum'"),  # RSS as RAM
+    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 2, "/dev/shm": 1}, "'PSS sum'"),
+    ({"tracemalloc": 1, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}, "'tracemalloc'"),
+    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 2, "PSS sum": 1, "/dev/shm": 1}, "'USS sum'"),
+    ({"tracemalloc": 0, "RSS sum": "N", "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}, "give a number"),
+    ({"RSS sum": 2, "PSS sum": 1}, "dict of one count per measure"),
+    ([0, 2, 0, 1, 1], "dict of one count per measure"),
+])
+def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
+    assert_wrong_answer_fails(start_here.EXERCISE, wrong, hint, monkeypatch, **measured)
+
+
+def test_the_worked_solution_passes(measured, monkeypatch, capsys):
+    assert_worked_solution_passes(start_here.EXERCISE, monkeypatch, capsys, **measured)
+
+
+def test_the_worked_solution_is_the_same_counts_for_any_number_of_readers():
+    counted = {"tracemalloc": 0.0, "RSS sum": 4.1, "USS sum": 0.0, "PSS sum": 1.0, "/dev/shm": 1.0}
+    assert start_here.EXERCISE.check(start_here.EXERCISE.solution(counted=counted, n_workers=4),
+                                     counted=counted, n_workers=4) is None
