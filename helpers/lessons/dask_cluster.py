@@ -33,6 +33,7 @@ import numpy as np
 import psutil
 
 from helpers.lessons.exercises import Exercise
+from helpers.lessons.ray_session import refuse_fork_after_ray
 from helpers.measure.leftovers import TEMP_PREFIX
 from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.proctree import label
@@ -79,12 +80,18 @@ def _new_descendants(before: set[int]) -> list[psutil.Process]:
 
 
 @contextlib.contextmanager
-def dask_cluster(n_workers: int) -> Iterator[DaskSession]:
+def dask_cluster(n_workers: int, start_method: str | None = None) -> Iterator[DaskSession]:
     """Start a ``LocalCluster`` of ``n_workers`` processes and a ``Client``; yield a ``DaskSession``;
     always close both, wait for (or kill) every worker process and remove the scratch folder.
-    RuntimeError, saying why, when Dask is missing or the cluster does not start."""
+
+    ``start_method``: how the nannies start their workers (Dask's setting
+    ``distributed.worker.multiprocessing-method``; None keeps Dask's, spawn); fork is refused with a
+    RuntimeError once Ray has run in this process. RuntimeError, saying why, when Dask is missing
+    or the cluster does not start."""
     if n_workers < 1:
         raise ValueError(f"n_workers must be at least 1, got {n_workers}")
+    if start_method is not None:
+        refuse_fork_after_ray(start_method, "Dask's nannies")
     reason = dask_available()
     if reason is not None:
         raise RuntimeError(reason)
@@ -98,7 +105,10 @@ def dask_cluster(n_workers: int) -> Iterator[DaskSession]:
         stack.callback(_forget_folder, folder)
         stack.callback(_wait_or_kill, before)
         # the scheduler's scratch space follows this setting, the workers' local_directory
-        stack.enter_context(dask.config.set({"temporary-directory": str(folder)}))
+        settings = {"temporary-directory": str(folder)}
+        if start_method is not None:
+            settings["distributed.worker.multiprocessing-method"] = start_method
+        stack.enter_context(dask.config.set(settings))
         try:
             cluster = stack.enter_context(LocalCluster(
                 n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
@@ -319,7 +329,7 @@ def conclusion(dask_memory: dict[str, DaskFanOutMemory], sources: dict[str, list
         f"{format_seconds(dask_timings['scatter once'].median)} scattered and "
         f"{format_seconds(dask_timings['by value'].median)} by value; Ray's `ray.put` once "
         f"{format_seconds(ray_timings['ray.put once'].median)}, with "
-        f"**{ray_put.store_bytes / array_bytes:.2f} arrays** in its store for the whole machine.")
+        f"**{ray_put.store_bytes / array_bytes:.2f} arrays** in its store for the whole node.")
 
 
 def _copies_check(answer, store_copies: int, n_workers: int) -> str | None:

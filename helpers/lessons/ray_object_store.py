@@ -33,12 +33,19 @@ def remote(fn):
     return ray.remote(fn)
 
 
+def on(fn, node=None):
+    """The remote function of ``fn``, pinned to ``node`` (a ``RayNode``) when one is given: on a
+    cluster an unpinned task may run on any node, and its argument would be copied there."""
+    task = remote(fn)
+    return task if node is None else task.options(scheduling_strategy=node.pinned())
+
+
 def warm_up(nodes, tasks_per_node: int) -> None:
     """Start the workers on every node and load ``helpers.lessons.ray_object_store`` there, so that no timing
     below includes a worker's start-up (a second or more)."""
     import ray
 
-    refs = [remote(hello).options(scheduling_strategy=node.pinned()).remote(i)
+    refs = [on(hello, node).remote(i)
             for node in nodes.nodes for i in range(tasks_per_node)]
     ray.get(refs)
 
@@ -52,25 +59,25 @@ def fan_out(array_or_ref, n_tasks: int, node=None) -> list[float]:
     """``sum_array`` in ``n_tasks`` tasks, all given the same argument (an array or an ObjectRef)."""
     import ray
 
-    task = remote(sum_array)
-    if node is not None:
-        task = task.options(scheduling_strategy=node.pinned())
+    task = on(sum_array, node)
     return ray.get([task.remote(array_or_ref) for _ in range(n_tasks)])
 
 
-def time_fan_outs(array: np.ndarray, n_tasks: int, rounds: int = 4, repeat: int = 5) -> dict[str, Timing]:
-    """Seconds of ``rounds`` fan-outs of ``n_tasks`` tasks each: passing the array itself every
-    time (Ray stores it again for every call) or ``ray.put`` once and passing the ObjectRef."""
+def time_fan_outs(array: np.ndarray, n_tasks: int, rounds: int = 4, repeat: int = 5, node=None
+                  ) -> dict[str, Timing]:
+    """Seconds of ``rounds`` fan-outs of ``n_tasks`` tasks each (on ``node`` if given): passing the
+    array itself every time (Ray stores it again for every call) or ``ray.put`` once and passing
+    the ObjectRef."""
     import ray
 
     def by_value():
         for _ in range(rounds):
-            fan_out(array, n_tasks)
+            fan_out(array, n_tasks, node)
 
     def by_reference():
         ref = ray.put(array)
         for _ in range(rounds):
-            fan_out(ref, n_tasks)
+            fan_out(ref, n_tasks, node)
 
     return {"by value": time_it(by_value, repeat=repeat),
             "ray.put once": time_it(by_reference, repeat=repeat)}
@@ -88,26 +95,30 @@ class FanOutMemory:
     report: MemoryReport
 
 
-def _held_fan_out(argument, n_tasks: int, hold_seconds: float, clock_offset: float):
-    """Run ``sum_and_hold`` in ``n_tasks`` tasks; return the store's peak bytes and the window
-    (report's seconds) in which every task was holding."""
+def _held_fan_out(argument, n_tasks: int, hold_seconds: float, clock_offset: float, node=None):
+    """Run ``sum_and_hold`` in ``n_tasks`` tasks (on ``node`` if given); return the store's peak
+    bytes (that node's, else all stores') and the window (report's seconds) in which every task
+    was holding."""
     import ray
 
-    store_peak = store_bytes_used()
-    refs = [remote(sum_and_hold).remote(argument, hold_seconds) for _ in range(n_tasks)]
+    node_id = None if node is None else node.node_id
+    store_peak = store_bytes_used(node_id)
+    task = on(sum_and_hold, node)
+    refs = [task.remote(argument, hold_seconds) for _ in range(n_tasks)]
     pending = refs
     while pending:
         _, pending = ray.wait(pending, timeout=REPORT_SECONDS)
-        store_peak = max(store_peak, store_bytes_used())
+        store_peak = max(store_peak, store_bytes_used(node_id))
     results = ray.get(refs)
     began = max(r[1] for r in results) - clock_offset
     ended = min(r[2] for r in results) - clock_offset
     return store_peak, began, ended
 
 
-def compare_fan_out_memory(array: np.ndarray, n_tasks: int, hold_seconds: float = 0.8
+def compare_fan_out_memory(array: np.ndarray, n_tasks: int, hold_seconds: float = 0.8, node=None
                            ) -> tuple[FanOutMemory, FanOutMemory]:
-    """What a fan-out to ``n_tasks`` tasks holds, ``ray.put`` once, then by value.
+    """What a fan-out to ``n_tasks`` tasks (on ``node`` if given) holds, ``ray.put`` once, then by
+    value.
 
     Run it on a fresh store: the store is one file whose pages stay resident once written (its
     allocator reuses them for later objects), so only pages touched for the first time show
@@ -119,14 +130,14 @@ def compare_fan_out_memory(array: np.ndarray, n_tasks: int, hold_seconds: float 
     results = []
     kept = None
     for how in ("ray.put once", "by value"):
-        store_before = store_bytes_used()
+        store_before = store_bytes_used(None if node is None else node.node_id)
         with track_memory() as report:
             clock_offset = time.perf_counter() - report.mark("before")
             if how == "ray.put once":
                 kept = argument = ray.put(array)
             else:
                 argument = array
-            store_peak, began, ended = _held_fan_out(argument, n_tasks, hold_seconds, clock_offset)
+            store_peak, began, ended = _held_fan_out(argument, n_tasks, hold_seconds, clock_offset, node)
         margin = min(0.1, (ended - began) / 4)
         held = report.steady(began + margin, ended - margin)
         results.append(FanOutMemory(how, store_peak - store_before, held.pss - report.baseline.pss,
@@ -144,8 +155,9 @@ class Pitfall:
     message: str
 
 
-def read_only_pitfalls(ref, threshold: float = 0.5) -> list[Pitfall]:
-    """Write into an array from the object store, in the driver and in a task; catch what is raised."""
+def read_only_pitfalls(ref, threshold: float = 0.5, node=None) -> list[Pitfall]:
+    """Write into an array from the object store, in the driver and in a task (on ``node`` if
+    given); catch what is raised."""
     import ray
 
     caught = []
@@ -155,7 +167,7 @@ def read_only_pitfalls(ref, threshold: float = 0.5) -> list[Pitfall]:
     except ValueError as error:
         caught.append(Pitfall("driver: ray.get(ref) then write", type(error).__name__, str(error)))
     try:
-        ray.get(remote(zero_small_values_in_place).remote(ref, threshold))
+        ray.get(on(zero_small_values_in_place, node).remote(ref, threshold))
     except ray.exceptions.RayTaskError as error:
         cause = error.cause
         caught.append(Pitfall("task: write into its argument",
@@ -163,11 +175,12 @@ def read_only_pitfalls(ref, threshold: float = 0.5) -> list[Pitfall]:
     return caught
 
 
-def zeroed_in_a_copy(ref, threshold: float = 0.5) -> int:
-    """The fix, in a task: copy, then write. Returns how many values the task set to zero."""
+def zeroed_in_a_copy(ref, threshold: float = 0.5, node=None) -> int:
+    """The fix, in a task (on ``node`` if given): copy, then write. Returns how many values the task
+    set to zero."""
     import ray
 
-    return ray.get(remote(zero_small_values_in_a_copy).remote(ref, threshold))
+    return ray.get(on(zero_small_values_in_a_copy, node).remote(ref, threshold))
 
 
 def dtype_variants(n_bytes: int) -> dict[str, np.ndarray]:
@@ -198,15 +211,16 @@ def out_of_band_buffers(array: np.ndarray) -> int:
     return len(buffers)
 
 
-def what_workers_get(arrays: dict[str, np.ndarray]) -> dict[str, dict]:
-    """For each array: ``ray.put`` it, let a task ``ray.get`` it; what the task got (read-only?
-    in the object store's mapping?), how long its get took, and pickle's out-of-band count."""
+def what_workers_get(arrays: dict[str, np.ndarray], node=None) -> dict[str, dict]:
+    """For each array: ``ray.put`` it, let a task (on ``node`` if given) ``ray.get`` it; what the
+    task got (read-only? in the object store's mapping?), how long its get took, and pickle's
+    out-of-band count."""
     import ray
 
     rows = {}
     for name, array in arrays.items():
         ref = ray.put(array)
-        facts = ray.get(remote(facts_after_get).remote([ref]))
+        facts = ray.get(on(facts_after_get, node).remote([ref]))
         rows[name] = {**facts, "out_of_band_buffers": out_of_band_buffers(array), "bytes": array.nbytes}
         del ref
     return rows
@@ -236,8 +250,7 @@ def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) ->
     reads = []
     for label, index in plan:
         node = nodes.nodes[index]
-        task = remote(facts_after_get).options(scheduling_strategy=node.pinned())
-        facts = ray.get(task.remote([ref]))
+        facts = ray.get(on(facts_after_get, node).remote([ref]))
         growth = [node_memory(n).pss - b for n, b in zip(nodes.nodes, before, strict=True)]
         reads.append(NodeRead(label, index, facts["get_seconds"], facts["in_object_store"],
                               copies_on(ref, nodes), growth))
@@ -252,8 +265,8 @@ def put_and_get_per_node(nodes, n_bytes: int, repeat: int = 3) -> dict[int, dict
 
     rows = {}
     for node in nodes.nodes:
-        task = remote(time_put_and_get).options(scheduling_strategy=node.pinned())
-        rows[node.index] = {**ray.get(task.remote(n_bytes, repeat)), "store_directory": node.store_directory}
+        facts = ray.get(on(time_put_and_get, node).remote(n_bytes, repeat))
+        rows[node.index] = {**facts, "store_directory": node.store_directory}
     return rows
 
 

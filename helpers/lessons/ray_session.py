@@ -347,18 +347,23 @@ def ray_session(num_cpus: int | None = None, object_store_bytes: int | None = No
 
 @contextlib.contextmanager
 def local_cluster(n_nodes: int = 2, cpus_per_node: int = 1, object_store_bytes: int | None = None,
-                  disk_store_nodes: int = 0) -> Iterator[RayNodes]:
+                  disk_store_nodes: int = 0, head_cpus: int | None = None,
+                  head_store_bytes: int | None = None) -> Iterator[RayNodes]:
     """Start ``n_nodes`` Ray nodes on this machine (``ray.cluster_utils.Cluster``), connect this
     process to the head, yield their ``RayNodes`` (head first); always shut everything down.
 
     Each node has ``cpus_per_node`` CPUs and its own object store of ``object_store_bytes``
-    (default: sized for the lesson's array and one worker). The last ``disk_store_nodes`` nodes
-    keep their store in a file in a folder on disk (``helpers.lessons.memmap.disk_parent()``) instead of
-    /dev/shm: what Ray falls back to when /dev/shm is too small.
+    (default: sized for the lesson's array and one worker); the head may get its own CPUs and store
+    bytes (``head_cpus``, ``head_store_bytes``: a head that runs a fan-out, beside small nodes). The
+    last ``disk_store_nodes`` nodes keep their store in a file in a folder on disk
+    (``helpers.lessons.memmap.disk_parent()``) instead of /dev/shm: what Ray falls back to when
+    /dev/shm is too small.
     """
     if n_nodes < 1 or not 0 <= disk_store_nodes <= n_nodes - 1:
         raise ValueError(f"need n_nodes >= 1 and 0 <= disk_store_nodes < n_nodes, got {n_nodes}, "
                          f"{disk_store_nodes}")
+    if head_cpus is not None and head_cpus < 1:
+        raise ValueError(f"need head_cpus >= 1, got {head_cpus}")
     _, object_store_bytes = _settings(cpus_per_node, object_store_bytes)
     import ray
     from ray.cluster_utils import Cluster
@@ -382,7 +387,9 @@ def local_cluster(n_nodes: int = 2, cpus_per_node: int = 1, object_store_bytes: 
     with _ray_environment(temp_dir), _cleaned_up(folders, stop):
         cluster = Cluster(shutdown_at_exit=True)
         clusters.append(cluster)
-        added = [cluster.add_node(**common, include_dashboard=False, no_monitor=True,
+        head = {"num_cpus": head_cpus or cpus_per_node,
+                "object_store_memory": head_store_bytes or object_store_bytes}
+        added = [cluster.add_node(**{**common, **head}, include_dashboard=False, no_monitor=True,
                                   temp_dir=str(temp_dir / "ray"))]
         for index in range(1, n_nodes):
             extra = {}

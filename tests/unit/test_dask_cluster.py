@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.lessons import dask_cluster, exercises
+from helpers.lessons import dask_cluster
 from helpers.measure.units import MiB
 
 pytestmark = [pytest.mark.timeout(300),
@@ -164,16 +164,3 @@ def test_bad_input_is_refused_clearly():
             pass
     with pytest.raises(ValueError, match="how must be"):
         dask_cluster.held_fan_out(None, None, "by reference")
-
-
-@pytest.mark.parametrize("wrong", [1, 2 * N_WORKERS, "one per worker", True])
-def test_a_wrong_answer_fails_the_exercise(wrong, monkeypatch):
-    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
-    with pytest.raises(exercises.WrongAnswer):
-        exercises.check(dask_cluster.EXERCISE, wrong, store_copies=N_WORKERS, n_workers=N_WORKERS)
-
-
-def test_the_worked_solution_passes(monkeypatch, capsys):
-    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
-    assert exercises.check(dask_cluster.EXERCISE, None, store_copies=N_WORKERS, n_workers=N_WORKERS)
-    assert "worked solution" in capsys.readouterr().out

@@ -9,8 +9,6 @@ from tools import check_prose_figures as tool
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-# Lessons whose prose still states figures of an earlier run; each leaves this set when reworked.
-NOT_YET_REWORKED = {"10_ray_object_store"}
 
 
 @pytest.mark.parametrize("text, figures", [
@@ -32,7 +30,5 @@ def test_each_list_item_is_its_own_sentence():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
-def test_no_lesson_states_a_figure_that_is_neither_rendered_nor_sourced(path, request):
-    if path.stem in NOT_YET_REWORKED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="prose not reworked yet"))
+def test_no_lesson_states_a_figure_that_is_neither_rendered_nor_sourced(path):
     assert [str(finding) for finding in tool.check_notebook(path)] == []

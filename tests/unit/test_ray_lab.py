@@ -39,7 +39,7 @@ SCRIPT = textwrap.dedent('''
 
     import psutil
 
-    from helpers.lessons import ray_object_store, ray_session
+    from helpers.lessons import dask_cluster, ray_object_store, ray_session
     from helpers.measure import leftovers, ray_processes
     from helpers.measure.units import MiB
 
@@ -103,7 +103,13 @@ SCRIPT = textwrap.dedent('''
                 refused = None
         except RuntimeError as error:
             refused = str(error)
-        return {"refused": refused, "initialized": ray.is_initialized(), "put_get": ray.get(ray.put(7))}
+        try:
+            with dask_cluster.dask_cluster(1, start_method="fork"):
+                dask_refused = None
+        except RuntimeError as error:
+            dask_refused = str(error)
+        return {"refused": refused, "initialized": ray.is_initialized(), "put_get": ray.get(ray.put(7)),
+                "dask_fork_refused": dask_refused}
 
 
     def reads(nodes):
@@ -111,6 +117,14 @@ SCRIPT = textwrap.dedent('''
         done = ray_object_store.reads_across_nodes(nodes, array, [("head", 0), ("remote", 1), ("again", 1)])
         return [{"copies_on": r.copies_on, "in_object_store": r.in_object_store, "get_seconds": r.get_seconds}
                 for r in done]
+
+
+    def resources(nodes):
+        import ray
+
+        by_id = {entry["NodeID"]: entry["Resources"] for entry in ray.nodes() if entry["Alive"]}
+        return [{"cpus": by_id[node.node_id].get("CPU"),
+                 "store": by_id[node.node_id].get("object_store_memory")} for node in nodes.nodes]
 
 
     def per_node(nodes):
@@ -138,8 +152,10 @@ SCRIPT = textwrap.dedent('''
 
     def two_nodes():
         with ray_session.local_cluster(n_nodes=2, object_store_bytes=ray_session.RAY_MINIMUM_STORE_BYTES,
-                                       disk_store_nodes=1) as nodes:
+                                       disk_store_nodes=1, head_cpus=2,
+                                       head_store_bytes=STORE_BYTES) as nodes:
             ray_object_store.warm_up(nodes, 1)
+            section("resources", resources, nodes)
             section("reads", reads, nodes)
             section("per_node", per_node, nodes)
         return nodes, {}
@@ -237,6 +253,7 @@ class TestOneNode:
         second = part(session, "second")
         assert second["refused"] is not None and "already running" in second["refused"]
         assert second["initialized"] and second["put_get"] == 7  # the running one is untouched
+        assert "would start with fork" in second["dask_fork_refused"]  # Dask's nannies, after Ray ran
 
     def test_leaving_the_session_with_ctrl_c_leaves_nothing(self, session):
         after = part(session, "after")
@@ -253,6 +270,12 @@ class TestTwoNodes:
         assert [read["copies_on"] for read in reads] == [[0], [0, 1], [0, 1]]
         assert all(read["in_object_store"] for read in reads)
         assert reads[1]["get_seconds"] > reads[2]["get_seconds"]  # a transfer, then a mapping
+
+    def test_the_head_gets_its_own_cpus_and_store(self, cluster):
+        head, second = part(cluster, "resources")
+        assert (head["cpus"], second["cpus"]) == (2, 1)
+        assert head["store"] == pytest.approx(STORE_BYTES, rel=0.05)
+        assert second["store"] == pytest.approx(ray_session.RAY_MINIMUM_STORE_BYTES, rel=0.05)
 
     def test_the_second_nodes_store_is_a_file_on_disk_and_is_mapped(self, cluster):
         per_node = part(cluster, "per_node")

@@ -1,0 +1,25 @@
+"""Lesson 10's "Your turn" (``dask_cluster.EXERCISE``: how many copies ``client.scatter(array,
+broadcast=True)`` leaves in the workers' data stores): a wrong count fails the check cell with a hint,
+the worked solution passes on the same measurements (as the lesson's check cell is called)."""
+
+import pytest
+from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+
+from helpers.lessons import dask_cluster
+
+N_WORKERS = 2
+MEASURED = {"store_copies": N_WORKERS, "n_workers": N_WORKERS}  # one copy per worker, as measured
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (1, "held 2 copies on 2 workers"),  # Ray's answer: one per machine
+    (2 * N_WORKERS, "held 2 copies on 2 workers"),  # one per task
+    ("one per worker", "whole number"),
+    (True, "whole number"),
+])
+def test_a_wrong_answer_fails_the_exercise(wrong, hint, monkeypatch):
+    assert_wrong_answer_fails(dask_cluster.EXERCISE, wrong, hint, monkeypatch, **MEASURED)
+
+
+def test_the_worked_solution_passes(monkeypatch, capsys):
+    assert_worked_solution_passes(dask_cluster.EXERCISE, monkeypatch, capsys, **MEASURED)
