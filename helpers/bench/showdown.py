@@ -15,14 +15,28 @@ from dataclasses import dataclass
 from helpers.measure.timing import Timing
 from helpers.measure.units import format_bytes, format_seconds
 
-# The well-known blog benchmark (Luis Sena, "Sharing big NumPy arrays across python processes",
-# 2021): pickling was by far the slowest; fork copy-on-write, a sharedctypes array, SharedMemory
-# and Ray's object store came out close together; a memmap on disk was slower than one on tmpfs.
+# The blog benchmark (Luis Sena, "Sharing big NumPy arrays across python processes", 2021, a ~1.5 GB
+# array on 4 cores): pickling was by far the slowest; fork copy-on-write, a sharedctypes RawArray,
+# SharedMemory and Ray's object store came out close together; a memmap on disk (/tmp) was slower
+# than one on tmpfs (/dev/shm); Ray with the array passed to every task was slower than ray.put once.
+BLOG_URL = "https://luis-sena.medium.com/sharing-big-numpy-arrays-across-python-processes-abf0dc2a0ab2"
 BLOG_ZERO_COPY = ("fork_cow", "sharedctypes", "shared_memory", "ray_object_store")
 BLOG_OTHERS = (*BLOG_ZERO_COPY, "memmap_disk", "memmap_tmpfs")
 MUCH_SLOWER = 2.0  # "pickle >> others": at least this many times the slowest of the others
 CLOSE_TOGETHER = 2.0  # "close together": the slowest of the group within this factor of the fastest
 SAME_WITHIN = 1.1  # two medians closer than this factor are "about the same"
+# What the blog found for each claim, in the order of ``claims_from_medians`` (its own words, from
+# its results chart; it gives no ratios to a floor).
+BLOG_FOUND = ("pickle: by far the slowest", "close together", "/tmp slower than /dev/shm",
+              "by value slower than ray.put once")
+# The strategies the lesson's live run leaves to the reference results, and why: each repeats a
+# conclusion a live row shows, and each costs seconds of start-up that change no conclusion.
+NOT_LIVE = {
+    "reducer_torch": "the same copy per task into shared memory as the torch-free reduction, plus "
+                     "torch's import (seconds, in the kernel and in each worker)",
+    "dask_by_value": "one copy per task, like pickle, plus a Dask cluster's start-up",
+    "dask_scatter": "one copy per worker, like sending once, plus a Dask cluster's start-up",
+}
 
 
 @dataclass(frozen=True)
@@ -32,6 +46,7 @@ class Claim:
     claim: str
     holds: bool | None
     detail: str
+    factor: float | None = None  # the ratio the verdict rests on
 
     @property
     def verdict(self) -> str:
@@ -165,14 +180,27 @@ def _axes(ax, n_rows: int):
 
 
 def blog_claims(results: Sequence) -> list[Claim]:
-    """The blog's three claims, each checked on this run's fan-out medians."""
-    return claims_from_medians({name: r.fan_out.median for name, r in ran(results).items()})
+    """The blog's four claims, each checked on this run's fan-out medians."""
+    return claims_from_medians(fan_out_medians(results))
+
+
+def fan_out_medians(results: Sequence) -> dict[str, float]:
+    """Fan-out median seconds of every strategy that ran, by name."""
+    return {name: r.fan_out.median for name, r in ran(results).items()}
 
 
 def claims_from_medians(medians: dict[str, float]) -> list[Claim]:
-    """The blog's three claims checked on fan-out medians by strategy name (seconds, or any
+    """The blog's four claims checked on fan-out medians by strategy name (seconds, or any
     common unit: e.g. a reference's ratios to its floor (a)); names missing did not run."""
-    return [_pickle_much_slower(medians), _zero_copy_close(medians), _disk_slower_than_tmpfs(medians)]
+    return [_pickle_much_slower(medians), _zero_copy_close(medians), _disk_slower_than_tmpfs(medians),
+            _ray_by_value_slower(medians)]
+
+
+def pickle_over_fastest_sharing(medians: dict[str, float]) -> float | None:
+    """Pickle's fan-out over the fastest of the blog's ways that share one copy (None if either is
+    missing): the ratio the lesson's check asserts at every size."""
+    sharing = [medians[name] for name in BLOG_ZERO_COPY if name in medians]
+    return medians["pickle"] / min(sharing) if "pickle" in medians and sharing else None
 
 
 def _missing(names: Sequence[str], medians: dict) -> list[str]:
@@ -187,7 +215,7 @@ def _pickle_much_slower(medians: dict) -> Claim:
     slowest = max(others, key=others.get)
     factor = medians["pickle"] / others[slowest]
     return Claim(text, factor >= MUCH_SLOWER,
-                 f"pickle's fan-out is {factor:.1f}× the slowest of the others ({slowest})")
+                 f"pickle's fan-out is {factor:.1f}× the slowest of the others ({slowest})", factor)
 
 
 def _zero_copy_close(medians: dict) -> Claim:
@@ -202,7 +230,7 @@ def _zero_copy_close(medians: dict) -> Claim:
     missing = _missing(BLOG_ZERO_COPY, medians)
     note = f"; not run: {', '.join(missing)}" if missing else ""
     return Claim(text, spread <= CLOSE_TOGETHER,
-                 f"the slowest ({slowest}) is {spread:.1f}× the fastest ({fastest}){note}")
+                 f"the slowest ({slowest}) is {spread:.1f}× the fastest ({fastest}){note}", spread)
 
 
 def _disk_slower_than_tmpfs(medians: dict) -> Claim:
@@ -216,10 +244,65 @@ def _disk_slower_than_tmpfs(medians: dict) -> Claim:
         how = f"disk was faster: {factor:.2f}× tmpfs's time (the file sat in the page cache)"
     else:
         how = f"about the same: disk took {factor:.2f}× tmpfs's time"
-    return Claim(text, factor >= SAME_WITHIN, how)
+    return Claim(text, factor >= SAME_WITHIN, how, factor)
+
+
+def _ray_by_value_slower(medians: dict) -> Claim:
+    text = f"Ray with the array passed to every task is slower (≥ {SAME_WITHIN:g}×) than ray.put once"
+    if "ray_by_value" not in medians or "ray_object_store" not in medians:
+        return Claim(text, None, "one of the two Ray strategies did not run")
+    factor = medians["ray_by_value"] / medians["ray_object_store"]
+    return Claim(text, factor >= SAME_WITHIN, f"by value took {factor:.2f}× the object store's time", factor)
 
 
 def format_claims(claims: Sequence[Claim]) -> str:
     """One line per claim: its verdict on this run, and the numbers behind it."""
     return "\n".join(f"{c.verdict:<19} {c.claim}\n{'':<19} ({c.detail})" for c in claims)
 
+
+
+@dataclass(frozen=True)
+class ClaimColumn:
+    """The blog's claims checked on one run at one size: this run's, or a reference's."""
+
+    label: str
+    size_bytes: int
+    claims: list[Claim]
+
+
+def claims_by_size(results: Sequence, references: Sequence) -> list[ClaimColumn]:
+    """The blog's claims on this run, then on each reference (``showdown_reference.Reference``, one
+    per size, ratios to its floor (a): a ratio to one floor ranks the ways as seconds do)."""
+    here = results[0].array_bytes if results else 0
+    columns = [ClaimColumn(f"this run ({format_bytes(here)})", here, blog_claims(results))]
+    for reference in references:
+        columns.append(ClaimColumn(f"reference ({format_bytes(reference.size_bytes)})",
+                                   reference.size_bytes, claims_from_medians(reference.fan_out_ran)))
+    return columns
+
+
+def _cell(claim: Claim) -> str:
+    figure = "" if claim.factor is None else f" ({claim.factor:.2g}×)"
+    return {True: "holds", False: "**no**", None: "cannot tell"}[claim.holds] + figure
+
+
+def claims_markdown(columns: Sequence[ClaimColumn]) -> str:
+    """A Markdown table, one row per claim: the blog's finding, then the verdict and its ratio in
+    each column; below it, one line per claim naming the columns where it held."""
+    header = "| the blog's claim | the blog found | " + " | ".join(c.label for c in columns) + " |"
+    lines = [header, "|" + "---|" * (len(columns) + 2)]
+    for index, claim in enumerate(columns[0].claims):
+        cells = " | ".join(_cell(column.claims[index]) for column in columns)
+        lines.append(f"| {claim.claim} | {BLOG_FOUND[index]} | {cells} |")
+    lines.append("")
+    for index, claim in enumerate(columns[0].claims):
+        held = [c.label for c in columns if c.claims[index].holds]
+        lines.append(f"- *{claim.claim}*: held in {'; '.join(held) if held else 'none of these runs'}.")
+    return "\n".join(lines)
+
+
+def added_arrays(results: Sequence) -> dict[str, float]:
+    """What the tree's PSS added while every worker held the array, in arrays, by strategy name (the
+    strategies that ran and whose memory was measured)."""
+    return {name: r.pss_added_bytes / r.array_bytes for name, r in ran(results).items()
+            if r.pss_added_bytes is not None}

@@ -4,8 +4,9 @@
 and day into ``results/``; ``newest_reference()`` picks the newest one shipped (by the date in its
 name, then its ``created`` time), ``load_reference()`` reads it into fan-out and round-trip
 medians per strategy at one size, each as a ratio to that machine's own floor (a) measured in the
-same run. ``compare()`` sets this run beside it, ratio against ratio (never seconds against
-seconds: the machines differ). When no reference is shipped yet, both say so instead of failing.
+same run; ``load_every_size()`` reads it at each of its sizes. ``compare()`` sets this run beside
+it, ratio against ratio (never seconds against seconds: the machines differ). When no reference is
+shipped yet, they say so instead of failing.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from helpers.measure.timing import Timing
 from helpers.measure.units import format_bytes
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 PATTERN = "*-strategies.json"
 RERUN = "make bench  (or: .venv/bin/python -m helpers.bench --suite strategies)"
 _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})-strategies\.json$")
@@ -43,6 +44,11 @@ class Reference:
     round_trip: dict[str, float | None]
     skipped: dict[str, str]
 
+    @property
+    def fan_out_ran(self) -> dict[str, float]:
+        """``fan_out`` of the strategies that ran there (ratios to its floor (a))."""
+        return {name: ratio for name, ratio in self.fan_out.items() if ratio is not None}
+
 
 def newest_reference(folder: Path = RESULTS) -> Path | None:
     """The newest ``*-strategies.json`` in ``folder`` (by the date in its name, then its name), or
@@ -64,12 +70,8 @@ def _floor(rows: list[dict], size: int, data: dict) -> float | None:
     return None
 
 
-def load_reference(path: Path, size_bytes: int) -> Reference:
-    """The run in ``path`` at the size nearest ``size_bytes`` (by ratio), as ratios to its floor (a).
-
-    Reads the ``rows`` of ``helpers.bench``'s JSON: strategy rows as ``StrategyResult.as_row()``
-    (``name``, ``size_bytes``, ``fan_out_median_s``, ``round_trip_median_s``, ``skipped``) and
-    floor rows (``floor_warm``, ``median_s``). Raises ValueError when it holds no strategy rows."""
+def _strategy_rows(path: Path) -> tuple[dict, list[dict], list[dict]]:
+    """(the JSON, all its rows, its strategy rows); ValueError when it holds no strategy rows."""
     from helpers.bench.strategies import NAMES
 
     data = json.loads(Path(path).read_text())
@@ -77,6 +79,21 @@ def load_reference(path: Path, size_bytes: int) -> Reference:
     strategy_rows = [row for row in rows if row.get("name") in NAMES and row.get("size_bytes")]
     if not strategy_rows:
         raise ValueError(f"{Path(path).name} holds no strategy rows")
+    return data, rows, strategy_rows
+
+
+def sizes_in(path: Path) -> list[int]:
+    """Every array size (bytes) the reference in ``path`` measured, smallest first."""
+    return sorted({row["size_bytes"] for row in _strategy_rows(path)[2]})
+
+
+def load_reference(path: Path, size_bytes: int) -> Reference:
+    """The run in ``path`` at the size nearest ``size_bytes`` (by ratio), as ratios to its floor (a).
+
+    Reads the ``rows`` of ``helpers.bench``'s JSON: strategy rows as ``StrategyResult.as_row()``
+    (``name``, ``size_bytes``, ``fan_out_median_s``, ``round_trip_median_s``, ``skipped``) and
+    floor rows (``floor_warm``, ``median_s``). Raises ValueError when it holds no strategy rows."""
+    data, rows, strategy_rows = _strategy_rows(path)
     sizes = sorted({row["size_bytes"] for row in strategy_rows})
     size = min(sizes, key=lambda s: max(s, size_bytes) / min(s, size_bytes))
     at_size = [row for row in strategy_rows if row["size_bytes"] == size]
@@ -112,14 +129,26 @@ def load_newest(size_bytes: int, folder: Path = RESULTS) -> Reference | str:
         return f"The reference {path.name} could not be read ({type(error).__name__}: {error})."
 
 
+def load_every_size(folder: Path = RESULTS) -> list[Reference] | str:
+    """The newest reference in ``folder`` at each of its sizes, smallest first; or, when none is
+    shipped or it cannot be read, one sentence saying so (never raises)."""
+    path = newest_reference(folder)
+    if path is None:
+        return f"No reference results shipped in results/ yet ({PATTERN})."
+    try:
+        return [load_reference(path, size) for size in sizes_in(path)]
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as error:
+        return f"The reference {path.name} could not be read ({type(error).__name__}: {error})."
+
+
 def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}×"
 
 
 def compare(results: Sequence, floors: tuple[Timing, Timing], reference: Reference | str | None) -> str:
     """This run's fan-out and round trip beside the reference's, each over its own floor (a), one
-    row per strategy; or, for no reference (None or the sentence of ``load_newest``), that
-    sentence and how to make one."""
+    row per strategy of either ("-": not run there); or, for no reference (None or the sentence of
+    ``load_newest``), that sentence and how to make one."""
     if not isinstance(reference, Reference):
         why = reference or f"No reference results shipped in results/ yet ({PATTERN})."
         return f"{why} Make one with: {RERUN}"
@@ -130,9 +159,11 @@ def compare(results: Sequence, floors: tuple[Timing, Timing], reference: Referen
     header = (f"{'strategy':<24} {'fan-out here':>13} {'reference':>10} {'round trip here':>16} "
               f"{'reference':>10}")
     lines = [head, header, "-" * len(header)]
-    for r in results:
-        here_fan = None if r.fan_out is None else r.fan_out.median / warm
-        here_trip = None if r.round_trip is None else r.round_trip.median / warm
-        lines.append(f"{r.name:<24} {_cell(here_fan):>13} {_cell(reference.fan_out.get(r.name)):>10} "
-                     f"{_cell(here_trip):>16} {_cell(reference.round_trip.get(r.name)):>10}")
+    here = {r.name: r for r in results}
+    for name in [*here, *(name for name in reference.fan_out if name not in here)]:
+        r = here.get(name)
+        here_fan = None if r is None or r.fan_out is None else r.fan_out.median / warm
+        here_trip = None if r is None or r.round_trip is None else r.round_trip.median / warm
+        lines.append(f"{name:<24} {_cell(here_fan):>13} {_cell(reference.fan_out.get(name)):>10} "
+                     f"{_cell(here_trip):>16} {_cell(reference.round_trip.get(name)):>10}")
     return "\n".join(lines)

@@ -36,15 +36,18 @@ BLOG_LIKE = [_result("pickle", 0.5, 0.4), _result("fork_cow", 0.010), _result("s
 
 def test_blog_claims_hold_on_blog_like_numbers():
     claims = showdown.blog_claims(BLOG_LIKE)
-    assert [c.holds for c in claims] == [True, True, True]
+    assert [c.holds for c in claims] == [True, True, True, None]  # Ray by value did not run
     assert "holds" in showdown.format_claims(claims)
+    ray = showdown.blog_claims([*BLOG_LIKE[:-1], _result("ray_by_value", 0.030)])[3]
+    assert ray.holds is True and ray.factor == pytest.approx(2.0)
 
 
 def test_blog_claims_say_when_this_machine_disagrees_or_cannot_tell():
     disagree = [_result("pickle", 0.02), _result("fork_cow", 0.01), _result("shared_memory", 0.05),
                 _result("memmap_disk", 0.01), _result("memmap_tmpfs", 0.01)]
-    assert [c.holds for c in showdown.blog_claims(disagree)] == [False, False, False]
-    assert [c.holds for c in showdown.blog_claims([_result("pickle", None)])] == [None, None, None]
+    disagree += [_result("ray_by_value", 0.01), _result("ray_object_store", 0.01)]
+    assert [c.holds for c in showdown.blog_claims(disagree)] == [False, False, False, False]
+    assert [c.holds for c in showdown.blog_claims([_result("pickle", None)])] == [None, None, None, None]
     assert "does NOT hold here" in showdown.format_claims(showdown.blog_claims(disagree))
 
 
@@ -84,9 +87,30 @@ def test_reference_loader_picks_the_newest_file_and_the_nearest_size(tmp_path):
     assert reference.fan_out["pickle"] == 2.0 and reference.fan_out["ray_by_value"] is None
     assert reference.skipped == {"ray_by_value": "not here"}
     claims = showdown.claims_from_medians({k: v for k, v in reference.fan_out.items() if v is not None})
-    assert [c.holds for c in claims] == [False, True, False]  # every way took the same there
+    assert [c.holds for c in claims] == [False, True, False, None]  # every way took the same there
     text = showdown_reference.compare(BLOG_LIKE, FLOORS, reference)
     assert "vm-2026-11-23-strategies.json" in text and "500×" in text and "2×" in text
+    only_there = showdown_reference.compare(BLOG_LIKE[:2], FLOORS, reference)
+    assert "sharedctypes" in only_there  # a strategy not run here still shows the reference's figures
+
+
+def test_the_blog_table_has_a_column_per_reference_size_and_says_where_each_claim_held(tmp_path):
+    _write_reference(tmp_path, "vm-2026-11-23-strategies.json", SIZE, 0.1)
+    path = tmp_path / "vm-2026-11-23-strategies.json"
+    rows = json.loads(path.read_text())
+    rows["rows"] += [{**row, "size_bytes": 16 * MiB} for row in rows["rows"]]
+    path.write_text(json.dumps(rows))
+    references = showdown_reference.load_every_size(tmp_path)
+    assert [r.size_bytes for r in references] == showdown_reference.sizes_in(path) == [SIZE, 16 * MiB]
+    columns = showdown.claims_by_size(BLOG_LIKE, references)
+    assert [c.size_bytes for c in columns] == [SIZE, SIZE, 16 * MiB]
+    table = showdown.claims_markdown(columns)
+    assert "reference (16 MiB)" in table and "this run (4 MiB)" in table
+    assert all(found in table for found in showdown.BLOG_FOUND)
+    assert "than each other way the blog ran*: held in this run (4 MiB)." in table
+    assert showdown.pickle_over_fastest_sharing(showdown.fan_out_medians(BLOG_LIKE)) == pytest.approx(50)
+    assert showdown.pickle_over_fastest_sharing({"pickle": 1.0}) is None
+    assert showdown.added_arrays(BLOG_LIKE)["pickle"] == 1.0
 
 
 def test_without_a_reference_the_comparison_says_how_to_make_one(tmp_path):
@@ -106,6 +130,8 @@ def test_shipped_reference_if_any_loads():
         assert isinstance(reference, showdown_reference.Reference), reference
         assert set(reference.fan_out) <= set(strategies.NAMES) and reference.floor_warm_s > 0
         assert np.isfinite(reference.floor_warm_s)
+        every_size = showdown_reference.load_every_size()
+        assert [r.size_bytes for r in every_size] == showdown_reference.sizes_in(every_size[0].path)
 
 
 def test_an_array_no_strategy_can_take_is_refused_with_a_clear_error_before_anything_runs():
