@@ -21,6 +21,7 @@ SETTLE_SECONDS = 0.1  # after the last worker is ready, before the steady window
 HOLD_SECONDS = 1.5  # long enough for several samples even when the sampler backs off (~0.5 s)
 JOIN_SECONDS = 30.0
 READY_SECONDS = 60.0
+WINDOW_GRACE_SECONDS = 5.0  # how much longer a window waits for its first sample on a loaded CPU
 
 
 def hold(report, label: str, seconds: float = HOLD_SECONDS, during: Callable[[], object] | None = None):
@@ -28,10 +29,15 @@ def hold(report, label: str, seconds: float = HOLD_SECONDS, during: Callable[[],
 
     ``during`` (optional) is called once, halfway through the wait; its result is returned.
     """
-    report.mark(f"{label} holding")
+    opened = report.mark(f"{label} holding")
     time.sleep(seconds / 2)
     result = during() if during is not None else None
     time.sleep(seconds / 2)
+    # On a loaded CPU the sampler thread may not have run during the wait: the window stays open
+    # (up to WINDOW_GRACE_SECONDS more) until it holds a sample, so its state can be read.
+    deadline = time.monotonic() + WINDOW_GRACE_SECONDS
+    while not any(sample.time >= opened for sample in report.samples[-3:]) and time.monotonic() < deadline:
+        time.sleep(0.01)
     report.mark(f"{label} end")
     return result
 
