@@ -87,11 +87,12 @@ class Heartbeat:
         me = threading.get_native_id()
         before, waited = time.perf_counter(), cpu_wait_seconds(me)
         while not self.stop.is_set():
-            due = time.perf_counter() + self.tick
             time.sleep(self.tick)  # lets go of the GIL; waking up needs it back
             now, waited_now = time.perf_counter(), cpu_wait_seconds(me)
             for_cpu = waited_now - waited if waited is not None and waited_now is not None else 0.0
-            if now - due - for_cpu < self.late:  # on time, but for a busy CPU: nobody held the GIL
+            # Late is measured from the last wake-up, not from this sleep: the interpreter may also
+            # hand the GIL over between two sleeps, and that wait counts as held too.
+            if now - before - self.tick - for_cpu < self.late:  # on time, but for a busy CPU
                 self.free += now - before
             self.total += now - before
             self.ticks += 1
