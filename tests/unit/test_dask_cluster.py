@@ -155,7 +155,9 @@ def test_the_harness_measures_both_dask_strategies(facts):
 
 def test_dask_leaves_one_idle_thread_behind(facts):
     """Why the script runs in a subprocess (module docstring); if Dask stops leaving it, say so."""
-    assert facts["threads_left"] == ["Dask-Offload_0"]
+    # Dask's profiler thread ('Profile') may still be on its way out when the script looks.
+    assert "Dask-Offload_0" in facts["threads_left"], facts["threads_left"]
+    assert set(facts["threads_left"]) <= {"Dask-Offload_0", "Profile"}, facts["threads_left"]
 
 
 def test_bad_input_is_refused_clearly():
