@@ -1,6 +1,7 @@
 # Shared Arrays Lab: the two commands a reader needs are `make lab` and `make test`.
-# Every target sets up .venv itself (python3 -m venv, the pinned dependencies, the helpers
-# package in editable mode); nothing has to be installed by hand first.
+# Every target sets up .venv itself (python3 -m venv, the pinned dependencies, the take-home library
+# `sharedarrays` from library/ and the course's `helpers`, both in editable mode); nothing has to be
+# installed by hand first.
 
 PYTHON ?= python3
 # Another Python gets its own environment: make test PYTHON=python3.13 VENV=.venv-3.13
@@ -36,13 +37,13 @@ help:
 TORCH := torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-$(INSTALLED): pyproject.toml
+$(INSTALLED): pyproject.toml library/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-index --no-deps "$(TORCH)" 2>/dev/null || \
 		$(BIN)/python -m pip install --quiet --no-deps "$(TORCH)" --index-url $(TORCH_INDEX) || \
 		{ echo "could not install $(TORCH) from $(TORCH_INDEX); choose a build with TORCH_INDEX=..."; exit 1; }
-	$(BIN)/python -m pip install --quiet -e ".[course,browser]"
+	$(BIN)/python -m pip install --quiet -e ./library -e ".[course,browser]"
 	touch $(INSTALLED)
 
 setup: $(INSTALLED)
@@ -51,7 +52,7 @@ lab: $(INSTALLED)
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ALLOW_ROOT) notebooks/00_start_here.ipynb
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check helpers tests tools
+	$(BIN)/ruff check library helpers tests tools
 	$(BIN)/python -m tools.check_layers
 
 # UNIT_ARGS: more pytest arguments (.ci/run leaves the fault matrix to the default Python's run)
@@ -114,7 +115,10 @@ bench: $(INSTALLED)
 	$(BIN)/python -m helpers.bench --suite strategies $(if $(STRATEGIES_REFERENCE),--compare $(STRATEGIES_REFERENCE)) $(BENCH_ARGS)
 	$(BIN)/python -m helpers.bench --suite transport $(if $(BENCH_REFERENCE),--compare $(BENCH_REFERENCE)) $(BENCH_ARGS)
 
+# Our leftovers go first, with the venv's Python (helpers.measure.leftovers needs NumPy, through the
+# library); a failure there stops the target instead of passing unseen.
 clean:
-	rm -rf .venv .venv-* *.egg-info .pytest_cache .ruff_cache
+	if test -x $(BIN)/python; then $(BIN)/python -c "from helpers.measure import leftovers; \
+		print('removed:', [str(p) for p in leftovers.remove_ours()] or 'nothing of ours')"; fi
+	rm -rf .venv .venv-* *.egg-info library/*.egg-info .pytest_cache .ruff_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
-	-$(PYTHON) -c "import sys; sys.path.insert(0, '.'); from helpers import leftovers; leftovers.remove_ours()"

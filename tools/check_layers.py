@@ -1,14 +1,14 @@
-"""Check the import contract of ``helpers``: each layer imports only the layers below it, no cycles.
+"""Check the import contract of the course's code: each layer imports only the layers below it.
 
-Layers, lowest first: ``helpers.shared`` (the take-home library) <- ``helpers.measure`` <-
-``helpers.lessons`` <- ``helpers.bench``. Every ``import`` and ``from ... import`` statement counts,
-also one inside a function (a lazy import still makes the dependency). The library may import
-only the standard library and NumPy; torch only in a module that the rest of the library imports
-inside a function (so torch loads only when asked for). No module may import a private name
-(``_name``) of another layer, and no two ``helpers`` modules may import each other, directly or
-through others (function-level imports count here too).
-``python -m tools.check_layers [PACKAGE_DIR]`` prints each violation with its file and line and
-exits 1 if there is any (``make lint`` runs it).
+Layers, lowest first: ``sharedarrays`` (the take-home library, ``library/sharedarrays``, a
+distribution of its own) <- ``helpers.measure`` <- ``helpers.lessons`` <- ``helpers.bench``.
+Every ``import`` and ``from ... import`` statement counts, also one inside a function (a lazy import
+still makes the dependency). The library may import only the standard library and NumPy; torch
+only in a module that the rest of the library imports inside a function (so torch loads only when
+asked for). No module may import a private name (``_name``) of another layer, and no two modules
+may import each other, directly or through others (function-level imports count here too).
+``python -m tools.check_layers [HELPERS_DIR [LIBRARY_DIR]]`` prints each violation with its file
+and line and exits 1 if there is any (``make lint`` runs it).
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-LAYERS = ("shared", "measure", "lessons", "bench")
-LIBRARY_THIRD_PARTY = {"numpy"}  # what helpers.shared may import besides the standard library
+REPOSITORY = Path(__file__).resolve().parent.parent
+LAYERS = ("sharedarrays", "helpers.measure", "helpers.lessons", "helpers.bench")
+OURS = ("sharedarrays", "helpers")  # top-level names whose imports make the graph
+LIBRARY_THIRD_PARTY = {"numpy"}  # what sharedarrays may import besides the standard library
 LIBRARY_LAZY_ONLY = {"torch"}  # only in modules the rest of the library imports inside a function
 
 
@@ -39,8 +41,21 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path, root: Path) -> list[Import]:
-    """Every import statement of one file, with whether it runs at import time (module level)."""
+def _is_module(dotted: str, roots: list[Path]) -> bool:
+    """True if ``dotted`` names a module or package file under one of the package folders."""
+    for root in roots:
+        if dotted.split(".")[0] != root.name:
+            continue
+        where = root.parent / Path(*dotted.split("."))
+        if where.with_suffix(".py").exists() or (where / "__init__.py").exists():
+            return True
+    return False
+
+
+def imports_of(path: Path, root: Path, roots: list[Path] | None = None) -> list[Import]:
+    """Every import statement of one file, with whether it runs at import time (module level);
+    ``roots``: every package folder a ``from X import y`` may name a module of (default: ``root``)."""
+    roots = [root] if roots is None else roots
     tree = ast.parse(path.read_text(), str(path))
     importer = module_name(path, root)
     package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
@@ -66,31 +81,34 @@ def imports_of(path: Path, root: Path) -> list[Import]:
             names = tuple(alias.name for alias in node.names)
             for name in names:
                 candidate = f"{base}.{name}"
-                is_module = (root.parent / Path(*candidate.split("."))).with_suffix(".py").exists() or (
-                    root.parent / Path(*candidate.split(".")) / "__init__.py").exists()
+                is_module = _is_module(candidate, roots)
                 found.append(Import(importer, candidate if is_module else base, (name,), node.lineno, top))
     return found
 
 
 def layer_of(module: str) -> int | None:
-    parts = module.split(".")
-    if len(parts) >= 2 and parts[0] == "helpers" and parts[1] in LAYERS:
-        return LAYERS.index(parts[1])
+    """The index in ``LAYERS`` of the layer ``module`` belongs to, or None (not ours)."""
+    for index, layer in enumerate(LAYERS):
+        if module == layer or module.startswith(layer + "."):
+            return index
     return None
 
 
-def violations(root: Path) -> list[str]:
-    """Every broken rule under the package folder ``root`` (``helpers/``), one line each."""
+def violations(root: Path, library: Path | None = None) -> list[str]:
+    """Every broken rule under the package folders ``root`` (``helpers/``) and ``library``
+    (``library/sharedarrays/``, the default), one line each."""
+    library = REPOSITORY / "library" / "sharedarrays" if library is None else library
     problems, graph = [], {}
     stdlib = set(sys.stdlib_module_names)
-    every = {path: imports_of(path, root) for path in sorted(root.rglob("*.py"))}
+    every = {path: imports_of(path, package, [root, library])
+             for package in (library, root) for path in sorted(package.rglob("*.py"))}
     lazy_modules = {imp.importer for found in every.values() for imp in found
                     if layer_of(imp.importer) == 0 and imp.imported.split(".")[0] in LIBRARY_LAZY_ONLY}
     for path, found in every.items():
-        where = path.relative_to(root.parent)
+        where = path.relative_to((library if path.is_relative_to(library) else root).parent)
         for imp in found:
             here, there = layer_of(imp.importer), layer_of(imp.imported)
-            if imp.imported.startswith("helpers") and imp.imported != imp.importer:
+            if imp.imported.split(".")[0] in OURS and imp.imported != imp.importer:
                 graph.setdefault(imp.importer, set()).add(imp.imported)
             if here == 0 and imp.imported in lazy_modules and imp.top_level:
                 problems.append(f"{where}:{imp.line}: {imp.importer} imports {imp.imported} at module "
@@ -104,7 +122,7 @@ def violations(root: Path) -> list[str]:
                 if private:
                     problems.append(f"{where}:{imp.line}: {imp.importer} imports private "
                                     f"{', '.join(private)} of another layer")
-            if here == 0 and not imp.imported.startswith("helpers.shared"):
+            if here == 0 and not imp.imported.startswith("sharedarrays"):
                 top = imp.imported.split(".")[0]
                 lazy_ok = top in LIBRARY_LAZY_ONLY
                 if (top not in stdlib and top not in LIBRARY_THIRD_PARTY and not lazy_ok
@@ -149,11 +167,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    root = Path(args[0] if args else Path(__file__).resolve().parent.parent / "helpers").resolve()
-    problems = violations(root)
+    root = Path(args[0] if args else REPOSITORY / "helpers").resolve()
+    library = Path(args[1] if len(args) > 1 else REPOSITORY / "library" / "sharedarrays").resolve()
+    problems = violations(root, library)
     for problem in problems:
         print(problem)
-    print(f"import contract of {root.name}/ ({' <- '.join(LAYERS)}): "
+    print(f"import contract of {library.name}/ and {root.name}/ ({' <- '.join(LAYERS)}): "
           f"{'broken, ' + str(len(problems)) + ' violation(s)' if problems else 'kept'}")
     return 1 if problems else 0
 

@@ -140,7 +140,7 @@ GUIDE: dict[str, dict[str, Cell]] = {
         "os": _c("Linux only: needs /dev/shm and posix_fallocate (a clear error elsewhere)", "08"),
         "crash_cleanup": _c("yes: workers exit, the tracker unlinks segments", "08"),
         "multi_node": _c(NO_NODE, "08"),
-        "object_dtype": _c("pickled as usual, not shared", source="helpers.shared.transit"),
+        "object_dtype": _c("pickled as usual, not shared", source="sharedarrays.transit"),
     },
     "reducer_torch": {
         "writable": _c("yes: the receiver views the shared storage", "09"),

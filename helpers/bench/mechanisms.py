@@ -24,9 +24,9 @@ from helpers.bench.harness import STAND_IN, ExecutorWorkers, Mechanism, Needs, P
 from helpers.lessons import fork_copy_on_write, memmap, ray_session, send_once_and_managers, sharedctypes
 from helpers.measure.quiet_processes import quiet_context
 from helpers.measure.units import MiB
-from helpers.shared import reducers
-from helpers.shared.executor import SharedMemoryExecutor
-from helpers.shared.shm import SharedNDArray
+from sharedarrays import reducers
+from sharedarrays.executor import SharedMemoryExecutor
+from sharedarrays.shm import SharedNDArray
 
 WORKER_RAM = 64 * MiB  # one idle spawned worker with NumPy imported (about 30-40 MiB here), rounded up
 TORCH_WORKER_RAM = 400 * MiB  # one with torch imported too

@@ -19,7 +19,7 @@ import numpy as np
 from helpers.lessons import fork_copy_on_write, send_once_and_managers
 from helpers.lessons.sharedctypes import as_array
 from helpers.lessons.workers import touch_pages
-from helpers.shared.shm import attach
+from sharedarrays.shm import attach
 
 _strategy_arrays: dict[str, np.ndarray] = {}  # sharedctypes views set by init_sharedctypes_strategy
 

@@ -30,14 +30,14 @@ from helpers.measure import copy_floors
 from helpers.measure.quiet_processes import quiet_context
 from helpers.measure.timing import Timing, time_it
 from helpers.measure.units import MiB
-from helpers.shared.executor import SharedMemoryExecutor
-from helpers.shared.shm import SharedNDArray
+from sharedarrays.executor import SharedMemoryExecutor
+from sharedarrays.shm import SharedNDArray
 
 REDUCER_WHAT = {
     "pickle": "multiprocessing's pickler as is: the array's bytes inside the pickle",
-    "torch": "helpers.shared.reducers' torch reduction, first share: a copy into a new shared tensor",
+    "torch": "sharedarrays.reducers' torch reduction, first share: a copy into a new shared tensor",
     "torch_shared": "torch reduction, array already in a shared tensor: no copy",
-    "shared_memory": ("helpers.shared.reducers' torch-free reduction, first share: a copy into a warm "
+    "shared_memory": ("sharedarrays.reducers' torch-free reduction, first share: a copy into a warm "
                       "pooled segment"),
     "shared_memory_shared": "torch-free reduction, array already in a SharedNDArray: no copy",
 }

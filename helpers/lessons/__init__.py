@@ -2,7 +2,7 @@
 
 A spawned or forkserver-started child imports a worker function by its module's name, so every
 worker a lesson runs lives here, never in a notebook cell. ``workers`` holds the tasks many lessons
-share (it imports NumPy and ``helpers.shared`` only); ``demos`` the hold-in-workers and
+share (it imports NumPy and ``sharedarrays`` only); ``demos`` the hold-in-workers and
 table helpers several lessons use; ``ray_session`` the local Ray that lesson 10 and the benchmark
-start. Imports ``helpers.measure`` and ``helpers.shared`` below it, never ``helpers.bench``.
+start. Imports ``helpers.measure`` and ``sharedarrays`` below it, never ``helpers.bench``.
 """

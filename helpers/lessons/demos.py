@@ -8,9 +8,11 @@ holds its memory (``MemoryReport.steady``). Every size here is in bytes, every d
 
 from __future__ import annotations
 
+import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from helpers.measure.proctree import descendant_pids
 from helpers.measure.units import format_bytes
@@ -22,6 +24,26 @@ HOLD_SECONDS = 1.5  # long enough for several samples even when the sampler back
 JOIN_SECONDS = 30.0
 READY_SECONDS = 60.0
 WINDOW_GRACE_SECONDS = 5.0  # how much longer a window waits for its first sample on a loaded CPU
+
+
+@contextmanager
+def notices_of_sharedarrays() -> Iterator[list[str]]:
+    """Collect, in the list it yields, the notices the library logs in the block (an array pickled
+    for want of room in /dev/shm: WARNING records of the ``sharedarrays`` logger), instead of letting
+    Python print them on stderr."""
+    said: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    handler = Collect(logging.WARNING)
+    logger = logging.getLogger("sharedarrays")
+    logger.addHandler(handler)
+    try:
+        yield said
+    finally:
+        logger.removeHandler(handler)
 
 
 def hold(report, label: str, seconds: float = HOLD_SECONDS, during: Callable[[], object] | None = None):

@@ -3,7 +3,7 @@ sending it, timed against the floors; and the demonstrations that must run in se
 
 **Round trips** (``round_trip_table``, in seconds). ``how`` names the way (``HOWS``):
 ``"pickle"``, the stdlib default (the array's bytes inside the pickle); ``"torch"`` /
-``"shared_memory"``, ``helpers.shared.reducers``' reductions, first share of a private array (one
+``"shared_memory"``, ``sharedarrays.reducers``' reductions, first share of a private array (one
 copy into shared memory per send); ``"torch_shared"`` / ``"shared_memory_shared"``, the same with
 an array that already lives in shared memory (made once, not timed): nothing is copied. *Local*:
 ``ForkingPickler.dumps`` then ``loads`` in this process. *Remote*: ``Connection.send`` to a worker
@@ -42,8 +42,8 @@ from helpers.measure import copy_floors
 from helpers.measure.leftovers import SHM_DIR
 from helpers.measure.timing import Timing
 from helpers.measure.units import MiB, format_bytes, format_seconds
-from helpers.shared import reducers
-from helpers.shared.shm import SharedNDArray
+from sharedarrays import reducers
+from sharedarrays.shm import SharedNDArray
 
 STOP_TIMEOUT = 20.0  # seconds the children get to finish before they are terminated
 SETTLE_SECONDS = 5.0  # how long to wait for torch's shm manager to unlink its files after the children
@@ -215,7 +215,7 @@ def send_torch_shared_arrays(sender, next_round, release, strategies: list[str],
     alive (receivers fetch torch's file descriptors from this process) until ``release`` is set."""
     import torch.multiprocessing
 
-    from helpers.shared import reducers
+    from sharedarrays import reducers
 
     reducers.share_arrays_with_torch()
     rng = np.random.default_rng(0)
@@ -237,7 +237,7 @@ ECHO_STOP_TIMEOUT = 10.0  # seconds the echo worker gets to leave before it is t
 
 
 def reduction_of(how: str) -> str | None:
-    """The ``helpers.shared.reducers`` way ``how`` uses ('torch', 'shared_memory'), None for 'pickle'."""
+    """The ``sharedarrays.reducers`` way ``how`` uses ('torch', 'shared_memory'), None for 'pickle'."""
     if how not in HOWS:
         raise ValueError(f"how must be one of {HOWS}, got {how!r}")
     return None if how == "pickle" else how.removesuffix("_shared")

@@ -31,7 +31,7 @@ from helpers.lessons.exercises import Exercise
 from helpers.measure.leftovers import SHM_DIR
 from helpers.measure.timing import stopwatch, time_it
 from helpers.measure.units import MiB
-from helpers.shared.shm import ArrayHandle, SharedNDArray
+from sharedarrays.shm import ArrayHandle, SharedNDArray
 
 CHILD_TIMEOUT_SECONDS = 60.0
 SMALL_DEV_SHM = "8m"  # the private tmpfs size for the SIGBUS demonstration (mount's notation)
@@ -120,7 +120,7 @@ ATTACH_WITH_STDLIB = """
 
 ATTACH_WITH_HELPERS = """
     import pickle, sys
-    from helpers.shared.shm import attach
+    from sharedarrays.shm import attach
     with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as view:
         print(float(view.sum()))
 """
@@ -131,7 +131,7 @@ def attach_and_exit(handle: ArrayHandle, way: str) -> ChildOutcome:
 
     ``way='stdlib'``: ``SharedMemory(name=...)``, which on Python 3.8-3.12 registers the segment
     with the child's own resource tracker, so the child's exit unlinks it and warns of a "leak".
-    ``way='helpers'``: ``helpers.shared.shm.attach``, which does not register it.
+    ``way='helpers'``: ``sharedarrays.shm.attach``, which does not register it.
     """
     if way == "stdlib":
         result = run_python(ATTACH_WITH_STDLIB, handle.name, str(handle.shape[0]))
@@ -145,7 +145,7 @@ def attach_and_exit(handle: ArrayHandle, way: str) -> ChildOutcome:
 VIEW_POINTERS_AS_OBJECTS = """
     import pickle, sys
     import numpy as np
-    from helpers.shared.shm import attach
+    from sharedarrays.shm import attach
     with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as pointers:
         items = np.ndarray(pointers.shape, dtype=object, buffer=pointers)
         print("viewed the segment as dtype=object", flush=True)
@@ -202,7 +202,7 @@ WRITE_WITH_STDLIB = """
 
 CREATE_WITH_HELPERS = """
     import sys
-    from helpers.shared.shm import SharedNDArray
+    from sharedarrays.shm import SharedNDArray
     try:
         with SharedNDArray.create(int(sys.argv[1]), "u1") as shared:
             shared.array[:] = 1
@@ -307,7 +307,7 @@ def sum_segment_slice(name: str, n_items: int, start: int, stop: int) -> float:
 
 def nansum_field_slice(handle, field: str, start: int, stop: int) -> float:
     """Attach a shared record array and return ``np.nansum`` of one numeric field over ``[start:stop]``."""
-    from helpers.shared.shm import attach
+    from sharedarrays.shm import attach
 
     with attach(handle) as records:
         return float(np.nansum(records[field][start:stop]))
@@ -317,7 +317,7 @@ def field_digest(handle, field: str) -> str:
     """SHA-256 (hex) of one field's bytes of a shared record array, as this worker reads them."""
     import hashlib
 
-    from helpers.shared.shm import attach
+    from sharedarrays.shm import attach
 
     with attach(handle) as records:
         return hashlib.sha256(np.ascontiguousarray(records[field]).tobytes()).hexdigest()
@@ -326,7 +326,7 @@ def field_digest(handle, field: str) -> str:
 def attach_on_go_and_hold(handle, started, go, attached, release) -> None:
     """Say ``started`` (idle, nothing attached); on ``go`` attach the shared array and read every
     page, say ``attached``; hold the mapping until ``release`` is set."""
-    from helpers.shared.shm import attach
+    from sharedarrays.shm import attach
 
     started.set()
     go.wait()

@@ -30,8 +30,7 @@ from helpers.lessons.exercises import Exercise
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.timing import Timing, stopwatch, time_it
-from helpers.shared import process_alive
-from helpers.shared.shm import SharedNDArray
+from sharedarrays.shm import SharedNDArray, process_alive
 
 CHILD_TIMEOUT_SECONDS = 60.0
 
@@ -176,7 +175,7 @@ UNTOUCHED_AFTER_USE = """
              "ProcessPoolExecutor.submit": lambda: cf.ProcessPoolExecutor.submit}
     before = {name: get() for name, get in names.items()}
     from helpers.lessons import workers
-    from helpers.shared.executor import SharedMemoryExecutor
+    from sharedarrays.executor import SharedMemoryExecutor
     with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor, cf.ThreadPoolExecutor(1) as threads:
         executor.submit(workers.sum_array, np.random.default_rng(0).random(2**18)).result()
         thread_future = threads.submit(sum, [1, 2])
@@ -201,7 +200,7 @@ KILLED_PROGRAM = """
     from concurrent.futures import ProcessPoolExecutor
     import numpy as np
     from helpers.lessons import shared_memory_executor, workers
-    from helpers.shared.executor import SharedMemoryExecutor
+    from sharedarrays.executor import SharedMemoryExecutor
     n_items, n_tasks, way = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     array = np.random.default_rng(7).random(n_items)
     if way == "executor":

@@ -5,17 +5,17 @@ and what it does with an array bigger than ``/dev/shm``. Sizes are bytes.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from helpers.lessons import workers
+from helpers.lessons.demos import notices_of_sharedarrays
 from helpers.lessons.shared_memory_executor import Batch
 from helpers.measure import system
 from helpers.measure.units import MiB
-from helpers.shared.executor import SharedMemoryExecutor
-from helpers.shared.shm import SharedNDArray, handle_of
+from sharedarrays.executor import SharedMemoryExecutor
+from sharedarrays.shm import SharedNDArray, handle_of
 
 ROW = np.dtype([("when", "datetime64[s]"), ("price", "float64"), ("ticker", "U8")])
 PICKLE_AT_MOST_BYTES = 1024 * MiB  # the too-big array is only sent when pickling it is quick
@@ -50,12 +50,13 @@ class Tour:
     writes_to_private_seen: bool  # a worker's writes into a private array reach the caller (they must not)
 
 
-def correctness_tour(context, n_workers: int, source: np.ndarray, small_bytes: int, pool_bytes: int) -> Tour:
+def correctness_tour(context, n_workers: int, source: np.ndarray, small_bytes: int,
+                     idle_cap_bytes: int) -> Tour:
     """Send ``source`` through a new executor in every form the lesson tours, and record what came back."""
     table = make_table(small_bytes)
     nested = {"batch": Batch(images=source, labels=np.arange(100)),
               "extras": [source[: source.size // 2], ("tag", 3)]}
-    with SharedMemoryExecutor(n_workers, context, pool_bytes=pool_bytes) as executor:
+    with SharedMemoryExecutor(n_workers, context, idle_cap_bytes=idle_cap_bytes) as executor:
         try:
             executor.submit(workers.fill_in_place, source, "not a number").result()
             raised = "nothing"
@@ -89,26 +90,25 @@ def correctness_tour(context, n_workers: int, source: np.ndarray, small_bytes: i
 @dataclass(frozen=True)
 class TooBig:
     """An array claiming more than the free ``/dev/shm``: what happened ('pickled: N bytes arrived',
-    'MemoryError: ...' or 'not run'), the executor's pickled fallbacks and warnings, and whether it
+    'MemoryError: ...' or 'not run'), the executor's pickled fallbacks and notices, and whether it
     still summed ``source`` right afterwards."""
 
     claimed_bytes: int
     outcome: str
     fallbacks: int
-    warnings: list[str]
+    notices: list[str]
     still_works: bool
 
 
-def submit_too_big(context, source: np.ndarray, pool_bytes: int) -> TooBig:
+def submit_too_big(context, source: np.ndarray, idle_cap_bytes: int) -> TooBig:
     """Submit a broadcast view a MiB larger than the free ``/dev/shm`` (one number, so it uses no memory
     here) when pickling it is quick or cannot fit; then check that the executor still works."""
     too_big_bytes = (system.shm_free() or 0) + MiB
     too_big = np.broadcast_to(np.random.default_rng(5).random(1), (too_big_bytes // 8,))
     outcome, fallbacks, said = "not run", 0, []
-    with SharedMemoryExecutor(1, context, pool_bytes=pool_bytes) as executor:
+    with SharedMemoryExecutor(1, context, idle_cap_bytes=idle_cap_bytes) as executor:
         if too_big_bytes <= PICKLE_AT_MOST_BYTES or 2 * too_big_bytes > system.available_memory():
-            with warnings.catch_warnings(record=True) as said:
-                warnings.simplefilter("always")
+            with notices_of_sharedarrays() as said:
                 try:
                     arrived = executor.submit(workers.array_nbytes, too_big).result()
                     outcome = f"pickled: {arrived} bytes arrived"
@@ -116,4 +116,4 @@ def submit_too_big(context, source: np.ndarray, pool_bytes: int) -> TooBig:
                     outcome = f"{type(error).__name__}: {error}"
             fallbacks = executor.pickled_fallbacks
         still_works = bool(np.isclose(executor.submit(workers.sum_array, source).result(), source.sum()))
-    return TooBig(too_big.nbytes, outcome, fallbacks, [str(warning.message) for warning in said], still_works)
+    return TooBig(too_big.nbytes, outcome, fallbacks, list(said), still_works)

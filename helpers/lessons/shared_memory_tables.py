@@ -18,7 +18,7 @@ from helpers.lessons import workers
 from helpers.lessons.shared_memory import nansum_field_slice, run_python
 from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.timing import Timing, time_it
-from helpers.shared.shm import SharedNDArray, attach
+from sharedarrays.shm import SharedNDArray, attach
 
 TICKERS = ("AAPL", "MSFT", "NVDA", "GOOGL", "AMZN", "BRK.B", "TSLA", "SPY")
 TEXT_KINDS = ("bytes", "objects")  # the ticker column as fixed-width bytes ('S8') or Python str
@@ -108,7 +108,7 @@ def share_table_with_workers(context, table: np.ndarray, n_workers: int) -> Tabl
 READ_OBJECTS_IN_FORKED_CHILD = """
     import json, os
     import numpy as np
-    from helpers.shared.shm import SharedNDArray
+    from sharedarrays.shm import SharedNDArray
     objects = np.array(["a string", 3.5, None, {"key": "value"}], dtype=object)
     pointers = np.frombuffer(objects.tobytes(), dtype=np.uintp)  # what a segment can hold
     with SharedNDArray.copy_of(pointers) as shared:

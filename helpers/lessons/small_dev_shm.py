@@ -5,7 +5,7 @@ private tmpfs of ``shm_mib`` MiB (Linux, root and ``unshare`` needed: ``why_not_
 missing). The program does the same work through ``ProcessPoolExecutor`` and through
 ``SharedMemoryExecutor``: ``plus_one`` of a 20 MiB array, then of a 24 MiB one (each result dropped),
 then five 20 MiB results held at once; it reports which answers were right, how many arrays ours
-pickled for want of room, the warnings it gave, and what it left in /dev/shm.
+pickled for want of room, the notices it logged, and what it left in /dev/shm.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import textwrap
 from dataclasses import dataclass
 
 PROGRAM = """
-    import json, multiprocessing as mp, os, sys, warnings
+    import json, multiprocessing as mp, os, sys
     import numpy as np
     from concurrent.futures import ProcessPoolExecutor
     from helpers.lessons import workers
-    from helpers.shared.executor import SharedMemoryExecutor
+    from helpers.lessons.demos import notices_of_sharedarrays
+    from sharedarrays.executor import SharedMemoryExecutor
     MiB = 1 << 20
 
     def work(executor):
@@ -42,13 +43,12 @@ PROGRAM = """
         context = mp.get_context(sys.argv[1])
         with ProcessPoolExecutor(1, context) as executor:
             stdlib_right = work(executor)
-        with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always")
+        with notices_of_sharedarrays() as said:
             with SharedMemoryExecutor(1, context) as executor:
                 ours_right = work(executor)
                 pickled = executor.pickled_fallbacks
         print(json.dumps({"stdlib_right": stdlib_right, "ours_right": ours_right,
-                          "pickled_fallbacks": pickled, "warnings": [str(w.message) for w in said],
+                          "pickled_fallbacks": pickled, "notices": said,
                           "left": sorted(os.listdir("/dev/shm"))}))
 """
 
@@ -56,12 +56,12 @@ PROGRAM = """
 @dataclass
 class SmallShmRun:
     """What the program reported: per answer, whether it was right (stdlib, ours); how many arrays
-    ours pickled; the warnings it gave; the names left in the private /dev/shm at the end."""
+    ours pickled; the notices it logged; the names left in the private /dev/shm at the end."""
     shm_mib: int
     stdlib_right: list[bool]
     ours_right: list[bool]
     pickled_fallbacks: int
-    warnings: list[str]
+    notices: list[str]
     left: list[str]
 
 

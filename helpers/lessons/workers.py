@@ -3,7 +3,7 @@
 They live in an importable module because a child started with spawn or forkserver (the default
 on Linux from Python 3.14, and on macOS spawn) imports the function by name: a function defined in
 a notebook cell lives in ``__main__`` and cannot be found there. A worker only one lesson runs lives
-in that lesson's module instead. This module is a leaf: it imports NumPy and ``helpers.shared``
+in that lesson's module instead. This module is a leaf: it imports NumPy and ``sharedarrays``
 only, so any lesson (and any child) can import it without pulling in the others.
 """
 
@@ -18,8 +18,8 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from helpers.shared.shm import attach
-from helpers.shared.transit import pack_result
+from sharedarrays.shm import attach
+from sharedarrays.transit import pack_result
 
 PAGE = mmap.PAGESIZE
 
@@ -91,7 +91,7 @@ def allocate_and_hold(n_bytes: int, ready, release) -> None:
     del block
 
 
-# --- Workers that reach a SharedNDArray by its handle (helpers.shared.shm) -------------------------
+# --- Workers that reach a SharedNDArray by its handle (sharedarrays.shm) -------------------------
 
 
 def sum_shared(handle) -> float:
@@ -137,7 +137,7 @@ def hold_shared_array(handle, ready, release) -> None:
         release.wait()
 
 
-# --- helpers.shared.executor: tasks its tests and lesson 08 submit -------------------------------------
+# --- sharedarrays.executor: tasks its tests and lesson 08 submit -------------------------------------
 
 
 def raise_error(kind: str, message: str) -> None:
@@ -190,14 +190,14 @@ def call_on_handle(fn, handle, *args):
         return fn(array, *args)
 
 
-# --- Lesson 09 and its tests: arrays through the pickler reductions (helpers.shared.reducers) ---
+# --- Lesson 09 and its tests: arrays through the pickler reductions (sharedarrays.reducers) ---
 
 
 def echo_arrays(connection, how: str | None) -> None:
     """Enable the reduction ``how`` names ('torch', 'shared_memory' or None: plain pickling), say
     'ready', then send every object received straight back; stop at None or end of file. Ctrl-C
     is left to the parent, which stops this worker in order."""
-    from helpers.shared import reducers
+    from sharedarrays import reducers
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -220,7 +220,7 @@ def echo_arrays(connection, how: str | None) -> None:
 def echo_queue(inbox, outbox, how: str | None) -> None:
     """Enable the reduction ``how`` names, then put every item got from ``inbox`` on ``outbox``
     (received arrays go back through shared memory, zero-copy); stop at None."""
-    from helpers.shared import reducers
+    from sharedarrays import reducers
 
     if how is not None:
         reducers.share_arrays(how)
@@ -249,7 +249,7 @@ def plus_one(array: np.ndarray) -> np.ndarray:
     return array + 1
 
 
-# --- helpers.shared.executor: drop-in checks against ProcessPoolExecutor (tests of issue 12) ---
+# --- sharedarrays.executor: drop-in checks against ProcessPoolExecutor (tests of issue 12) ---
 
 _KEPT: list[np.ndarray] = []  # arrays a worker keeps across tasks ("send once, run many tasks on it")
 

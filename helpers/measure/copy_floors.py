@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers.measure.timing import Timing, time_it
-from helpers.shared.room import SEGMENT_PREFIX
+from sharedarrays.room import creator_prefix
 
 OWNER_ONLY = 0o600
 
@@ -60,7 +60,7 @@ def warm_copy(source: np.ndarray, repeat: int = 5) -> Timing:
 
 def new_segment_copy(source: np.ndarray) -> tuple[float, float]:
     """One run of floor (b): (seconds of the copy, seconds of creation + copy); see the module."""
-    name = f"/{SEGMENT_PREFIX}{os.getpid()}_floor_{os.urandom(4).hex()}"
+    name = f"/{creator_prefix()}floor_{os.urandom(4).hex()}"
     start = time.perf_counter()
     fd = _posixshmem.shm_open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode=OWNER_ONLY)
     try:

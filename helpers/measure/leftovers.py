@@ -1,7 +1,7 @@
 """Find and remove what our code may leave behind in /dev/shm and the temp folder.
 
 Segments and temporary files the helpers make carry a prefix, so a check can tell ours from
-anyone else's (the segment prefix and folder are the library's: ``helpers.shared.room``). The test
+anyone else's (the segment prefix and folder are the library's: ``sharedarrays.room``). The test
 suite takes a ``snapshot()`` before it runs and fails if ``new_since(snapshot)`` is not empty
 afterwards. This module and what it imports use the standard library only, so ``make clean`` can
 run it without the virtual environment.
@@ -15,7 +15,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from helpers.shared.room import SEGMENT_PREFIX, SHM_DIR
+from sharedarrays.room import SEGMENT_PREFIX, SHM_DIR
 
 # Names of temporary files and folders the helpers create start with this.
 TEMP_PREFIX = "sal-"

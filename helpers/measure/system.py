@@ -2,7 +2,7 @@
 
 Everything here reads the kernel's files and returns bytes or counts; no value is cached, so a
 value read twice shows what changed in between. The room for shared memory (/dev/shm, RAM
-available, the cgroup's memory counters) is read by the library itself (``helpers.shared.room``)
+available, the cgroup's memory counters) is read by the library itself (``sharedarrays.room``)
 and re-exported here beside the CPU counts. Functions return ``None`` where the machine does not
 expose the value (no cgroup file, no /dev/shm).
 """
@@ -14,7 +14,7 @@ import os
 
 import psutil
 
-from helpers.shared.room import (
+from sharedarrays.room import (
     SHM_DIR,
     available_memory,
     cgroup_dirs,

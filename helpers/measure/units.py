@@ -1,6 +1,6 @@
 """Byte and second formatting for humans; every helper stores raw bytes and seconds."""
 
-from helpers.shared.units import GiB, KiB, MiB, format_bytes
+from sharedarrays.units import GiB, KiB, MiB, format_bytes
 
 __all__ = ["GiB", "KiB", "MiB", "format_bytes", "format_seconds", "format_rate"]
 

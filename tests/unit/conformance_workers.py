@@ -130,3 +130,27 @@ def raise_base(kind: str, payload: np.ndarray) -> None:
     if kind == "SystemExit":
         raise SystemExit(3)
     raise KeyboardInterrupt()
+
+
+def _fail_while_unpickled() -> None:
+    raise ConformanceError("failed while being unpickled")
+
+
+def _exit_while_unpickled() -> None:
+    raise SystemExit(3)
+
+
+class BreaksWhenUnpickled:
+    """Pickles fine; loading it raises ``ConformanceError`` (``how="raise"``) or calls
+    ``sys.exit(3)`` (``how="exit"``): what CPython's test_deadlock sends to a pool."""
+
+    def __init__(self, how: str):
+        self.how = how
+
+    def __reduce__(self):
+        return (_fail_while_unpickled if self.how == "raise" else _exit_while_unpickled), ()
+
+
+def return_breaking(how: str) -> BreaksWhenUnpickled:
+    """A result that breaks while the parent unpickles it."""
+    return BreaksWhenUnpickled(how)

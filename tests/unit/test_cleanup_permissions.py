@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from helpers.measure import leftovers
-from helpers.shared.room import SEGMENT_PREFIX, SHM_DIR
-from helpers.shared.shm import sweep
+from sharedarrays.room import SEGMENT_PREFIX, SHM_DIR
+from sharedarrays.shm import sweep
 
 NOBODY = 65534  # uid and gid of the unprivileged user
 

@@ -5,7 +5,7 @@ import pytest
 
 from helpers.measure import copy_floors
 from helpers.measure.units import MiB
-from helpers.shared.room import SEGMENT_PREFIX, SHM_DIR
+from sharedarrays.room import SEGMENT_PREFIX, SHM_DIR
 
 
 def _floor_segments() -> list[str]:

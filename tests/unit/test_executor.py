@@ -32,8 +32,8 @@ import pytest
 from helpers.lessons import workers
 from helpers.measure import leftovers
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
-from helpers.shared.executor import SharedMemoryExecutor
-from helpers.shared.shm import SharedNDArray, handle_of
+from sharedarrays.executor import SharedMemoryExecutor
+from sharedarrays.shm import SharedNDArray, handle_of
 
 BIG = 2**20 // 8 * 2  # float64 items in 2 MiB: above the 1 MiB default threshold
 Pair = collections.namedtuple("Pair", "left right")
@@ -178,7 +178,7 @@ def test_a_returned_result_gives_its_segment_back_to_the_pool():
 
 
 def test_pool_bytes_zero_keeps_no_idle_segment():
-    with SharedMemoryExecutor(1, mp.get_context("spawn"), pool_bytes=0) as executor:
+    with SharedMemoryExecutor(1, mp.get_context("spawn"), idle_cap_bytes=0) as executor:
         executor.submit(workers.array_nbytes, random_array()).result()
         executor.submit(workers.echo, 1).result()
         executor.segment_pool.collect()
@@ -279,7 +279,7 @@ SCRIPT_WITH_A_TASK_IN_FLIGHT = """
     import numpy as np
     from helpers.measure import leftovers
     from helpers.lessons import workers
-    from helpers.shared.executor import SharedMemoryExecutor
+    from sharedarrays.executor import SharedMemoryExecutor
     if __name__ == "__main__":
         executor = SharedMemoryExecutor(1, mp.get_context("spawn"))
         future = executor.submit(workers.sleep_then_echo, 2, np.ones(2**20))
@@ -322,24 +322,24 @@ def in_small_dev_shm(code: str, size: str = "8m") -> subprocess.CompletedProcess
 @pytest.mark.skipif(UNSHARE is None or os.geteuid() != 0, reason="needs root and unshare for a private tmpfs")
 def test_an_argument_or_result_too_big_for_dev_shm_is_pickled_as_the_stdlib_does():
     result = in_small_dev_shm("""
-        import multiprocessing as mp, os, warnings
+        import multiprocessing as mp, os
         import numpy as np
         from helpers.lessons import workers
-        from helpers.shared.executor import SharedMemoryExecutor
+        from helpers.lessons.demos import notices_of_sharedarrays
+        from sharedarrays.executor import SharedMemoryExecutor
         if __name__ == "__main__":
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+            with notices_of_sharedarrays() as said:
                 with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:
                     echoed = executor.submit(workers.echo, np.ones(2 << 20)).result()  # 16 MiB both ways
                     made = executor.submit(np.ones, 2 << 20).result()  # a 16 MiB result
                     print(echoed.sum() == echoed.size, made.sum() == made.size, executor.pickled_fallbacks)
                     print("still works:", executor.submit(workers.array_nbytes, np.ones(2 << 17)).result())
-            print("warnings:", [(w.category.__name__, "/dev/shm" in str(w.message)) for w in caught])
+            print("notices:", ["/dev/shm" in message for message in said])
             print("left:", os.listdir("/dev/shm"))
     """)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["True True 3", "still works: 2097152",
-                                          "warnings: [('RuntimeWarning', True)]", "left: []"]
+    assert result.stdout.splitlines() == ["True True 3", "still works: 2097152", "notices: [True]",
+                                          "left: []"]
 
 
 AFTER_SHUTDOWN = "cannot schedule new futures after shutdown"  # the stdlib's refusal, word for word
@@ -406,7 +406,7 @@ FORK_CHILD_EXITS = """
     import numpy as np
     from helpers.lessons import workers
     from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
-    from helpers.shared.executor import SharedMemoryExecutor
+    from sharedarrays.executor import SharedMemoryExecutor
 
     def ours():
         return sorted(name for name in os.listdir(SHM_DIR) if name.startswith(SEGMENT_PREFIX))
@@ -442,8 +442,8 @@ def test_a_result_segment_made_after_the_pool_broke_is_unlinked_once_its_maker_i
     """When the pool breaks, a worker that still runs may write its task's result segment after the
     future failed (the stdlib fails the futures, then stops the workers); the executor waits for the
     workers to be gone and unlinks it, instead of leaving it until the program ends."""
-    from helpers.shared import executor_workers
-    from helpers.shared._segments import new_name
+    from sharedarrays import executor_workers
+    from sharedarrays._segments import new_name
 
     result_name = new_name()
     maker = mp.get_context("spawn").Process(target=workers.pack_result_later, args=(1.0, result_name, BIG))

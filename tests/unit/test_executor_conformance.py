@@ -43,9 +43,9 @@ import pytest
 
 from helpers.lessons import workers
 from helpers.measure import leftovers
-from helpers.shared.executor import DEFAULT_MIN_SHARED_BYTES, SharedMemoryExecutor
-from helpers.shared.shm import handle_of
-from helpers.shared.units import MiB
+from sharedarrays.executor import DEFAULT_MIN_SHARED_BYTES, SharedMemoryExecutor
+from sharedarrays.shm import handle_of
+from sharedarrays.units import MiB
 
 EXECUTORS = {"stdlib": ProcessPoolExecutor, "shared": SharedMemoryExecutor}
 PAYLOAD_BYTES = {"small": 80, "big": 2 * MiB}
@@ -652,3 +652,29 @@ def test_the_big_payload_crosses_through_shared_memory_in_ours(payload):
         back = executor.submit(workers.echo, payload).result(timeout=LONG)
         assert (handle_of(back) is not None) == (payload.nbytes >= executor.min_shared_bytes)
         del back
+
+
+# --- A deliberate difference: a call or a result that breaks while being unpickled ------------------
+# CPython's test_deadlock sends a pool arguments that raise (or call sys.exit) while the worker
+# unpickles them, and results that do so while the parent unpickles them. The stdlib's worker (or its
+# management thread) dies of it and the whole pool breaks; ours unpickles both inside the task, so
+# that one future raises what was raised and the pool goes on. Lesson 08 names this difference.
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("where", ["argument", "result"])
+@pytest.mark.parametrize("how", ["raise", "exit"])
+def test_a_call_or_result_that_breaks_while_unpickled_breaks_the_stdlib_pool_and_one_future_of_ours(
+        where, how):
+    expected = {"raise": cw.ConformanceError, "exit": SystemExit}[how]
+    for executor_class, pool_goes_on in ((ProcessPoolExecutor, False), (SharedMemoryExecutor, True)):
+        with executor_class(1, mp.get_context(METHOD)) as executor:
+            future = (executor.submit(workers.echo, cw.BreaksWhenUnpickled(how)) if where == "argument"
+                      else executor.submit(cw.return_breaking, how))
+            with pytest.raises(expected if pool_goes_on else BrokenProcessPool):
+                future.result(timeout=LONG)
+            if pool_goes_on:
+                assert executor.submit(workers.echo, 7).result(timeout=LONG) == 7
+            else:
+                with pytest.raises(BrokenProcessPool):
+                    executor.submit(workers.echo, 7).result(timeout=LONG)

@@ -18,8 +18,8 @@ import pytest
 from helpers.lessons import shared_memory_executor, workers
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.units import MiB
-from helpers.shared.executor import SharedMemoryExecutor
-from helpers.shared.shm import SharedNDArray, handle_of
+from sharedarrays.executor import SharedMemoryExecutor
+from sharedarrays.shm import SharedNDArray, handle_of
 
 SPAWN = mp.get_context("spawn")
 

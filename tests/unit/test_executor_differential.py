@@ -6,7 +6,8 @@ twice, through the stdlib's executor and ours (spawn). What the worker receives 
 gets back must agree in values, dtype and byte order, memory order, writability, identity within
 one call and (for distinct arrays) not sharing memory (``helpers.lessons.workers.describe_arrays``).
 With ``min_shared_bytes=1`` every non-empty array crosses through shared memory; with the default
-only the big ones do. Arrays the caller already shares (a SharedNDArray) differ by design and are
+only the big ones do; results passed back in and written by workers behave as the stdlib's. Arrays the
+caller already shares (a SharedNDArray) differ by design and are
 not compared here (the executor's module docstring says how).
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 
 from helpers.lessons import workers
-from helpers.shared.executor import SharedMemoryExecutor
+from sharedarrays.executor import SharedMemoryExecutor
 
 BIG = 2**20 // 8 * 2  # float64 items in 2 MiB: above the 1 MiB default threshold
 
@@ -115,3 +116,40 @@ def test_ours_gives_what_the_stdlib_gives(program, threshold):
     assert not differences, "\n".join(f"{name}:\n  stdlib: {expected}\n  ours:   {got}"
                                       for name, (expected, got) in differences.items())
     assert shared > 0  # the comparison did go through shared memory
+
+
+# A result passed back in: the caller never shared it on purpose, so a worker that writes into it writes
+# into its own copy (ours maps the result's segment copy-on-write, or copies it), returns what it wrote,
+# and four workers writing into it at once (map) do not touch the caller's array or each other's.
+MADE_BY = {"echoed by a worker": workers.echo, "made by a worker": workers.plus_one}
+
+
+def written_back(executor: Executor, make: Callable, array: np.ndarray):
+    """A result of ``make(array)``, then written in place by one worker and by four at once: what
+    came back, and whether the caller's result kept its bytes (or the error's type and text)."""
+    try:
+        result = executor.submit(make, array).result()
+        bytes_before = result.tobytes()
+        returned = executor.submit(workers.add_one_in_place, result).result()
+        fanned = list(executor.map(workers.add_one_in_place, [result] * 4))
+    except Exception as error:  # noqa: BLE001 - the same error is the expected outcome
+        return ("raised", type(error).__name__, str(error))
+    return (workers.describe_arrays(returned), workers.describe_arrays(fanned),
+            "unchanged" if result.tobytes() == bytes_before else "changed by a worker")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("threshold", THRESHOLDS)
+@pytest.mark.parametrize("made_by", MADE_BY)
+def test_a_result_passed_back_in_and_written_by_workers_behaves_as_with_the_stdlib(made_by, threshold):
+    context = mp.get_context("spawn")
+    differences = {}
+    with (ProcessPoolExecutor(2, context) as stdlib,
+          SharedMemoryExecutor(2, context, **THRESHOLDS[threshold]) as ours):
+        for name, array in samples().items():
+            expected = written_back(stdlib, MADE_BY[made_by], array)
+            got = written_back(ours, MADE_BY[made_by], array)
+            if got != expected:
+                differences[name] = (expected, got)
+    assert not differences, "\n".join(f"{name}:\n  stdlib: {expected}\n  ours:   {got}"
+                                      for name, (expected, got) in differences.items())

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from helpers.lessons import workers
-from helpers.shared.executor import SharedMemoryExecutor
-from helpers.shared.shm import SharedNDArray, handle_of
+from sharedarrays.executor import SharedMemoryExecutor
+from sharedarrays.shm import SharedNDArray, handle_of
 
 BIG = 2**20 // 8 * 2  # float64 items in 2 MiB: above the 1 MiB default threshold
 

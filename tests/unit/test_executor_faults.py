@@ -39,8 +39,8 @@ PROGRAM = """
     import numpy as np
     from fault_workers import announce_then_hold
     from helpers.lessons import workers
-    from helpers.shared.executor import SharedMemoryExecutor
-    from helpers.shared.room import SEGMENT_PREFIX
+    from sharedarrays.executor import SharedMemoryExecutor
+    from sharedarrays.room import SEGMENT_PREFIX
     MiB = 1 << 20
     N_ITEMS = 24 * MiB // 8
     WAITS_FOR_A_SIGNAL = ("parent SIGKILL", "Ctrl-C", "group SIGKILL")
@@ -154,7 +154,7 @@ DRIVER = r"""
         if fault == "group SIGKILL":
             wait_for(lambda: not alive_in_session(child.pid), 10)
             report["left_before_sweep"] = in_dev_shm()
-            sweep = subprocess.run([sys.executable, "-c", "from helpers.shared import sweep; print(sweep())"],
+            sweep = subprocess.run([sys.executable, "-c", "from sharedarrays import sweep; print(sweep())"],
                                    capture_output=True, text=True, timeout=20)
             report["swept"] = sweep.stdout.strip() + sweep.stderr.strip()
         stopped = time.monotonic()

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from helpers.lessons import workers
-from helpers.shared._segments import process_alive
-from helpers.shared.executor import SharedMemoryExecutor
-from helpers.shared.segment_holds import release_every_hold
+from sharedarrays._segments import process_alive
+from sharedarrays.executor import SharedMemoryExecutor
+from sharedarrays.segment_holds import release_every_hold
 
 N_ITEMS = 1_000_000  # 8 MB of float64: above the 1 MiB threshold, so it crosses in a pooled segment
 METHODS = ["fork", "spawn", "forkserver"]
@@ -171,3 +171,18 @@ def test_a_child_the_worker_forks_during_a_task_keeps_its_data(tmp_path):
         while process_alive(child) and time.monotonic() < deadline:  # a zombie of the worker: gone
             time.sleep(0.01)
         assert lent_bytes_once_collected(executor) == 0  # the child let go when it exited
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", METHODS)
+def test_a_kept_result_passed_back_in_keeps_its_data_when_the_caller_writes_into_the_result(method):
+    """An earlier result reaches a worker copy-on-write; one the worker keeps becomes its own then, so the
+    caller's later writes into the result do not show through (the stdlib's worker kept a private copy)."""
+    with SharedMemoryExecutor(1, mp.get_context(method)) as executor:
+        result = executor.submit(np.ones, N_ITEMS).result()  # made by the worker: a result segment
+        assert executor.submit(workers.keep_and_sum, result).result() == 1e6
+        result[:] = 7.0
+        assert executor.submit(workers.sums_of_kept).result() == [1e6]
+        assert (result == 7.0).all()
+        del result
+        assert executor.submit(workers.forget_kept).result() == 1

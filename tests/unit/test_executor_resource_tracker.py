@@ -19,9 +19,9 @@ PROGRAM = """
     import multiprocessing as mp, os, time
     import numpy as np
     from helpers.lessons import workers
-    from helpers.shared.executor import SharedMemoryExecutor
-    from helpers.shared.room import SEGMENT_PREFIX
-    from helpers.shared.shm import handle_of
+    from sharedarrays.executor import SharedMemoryExecutor
+    from sharedarrays.room import SEGMENT_PREFIX
+    from sharedarrays.shm import handle_of
     if __name__ == "__main__":
         fork = mp.get_context("fork")
         with SharedMemoryExecutor(2, fork) as executor:

@@ -2,8 +2,9 @@
 
 In a private 64 MiB tmpfs (a mount namespace of its own, as root): idle pooled segments are freed
 before anything is refused, and what still does not fit (an argument, or a worker's result) is
-pickled as ``ProcessPoolExecutor`` pickles it, counted in ``pickled_fallbacks`` and said once in a
-RuntimeWarning. The stdlib runs the same sequences first, so each one is known to work there.
+pickled as ``ProcessPoolExecutor`` pickles it, counted in ``pickled_fallbacks`` and said once (a
+WARNING of the ``sharedarrays`` logger). The stdlib runs the same sequences first, so each one is
+known to work there.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import pytest
 from private_shm import needs_private_tmpfs, run_in_64_mib_dev_shm
 
 PROGRAM = """
-    import multiprocessing as mp, os, sys, warnings
+    import multiprocessing as mp, os, sys
     import numpy as np
     from concurrent.futures import ProcessPoolExecutor
     from helpers.lessons import workers
-    from helpers.shared.executor import SharedMemoryExecutor
+    from helpers.lessons.demos import notices_of_sharedarrays
+    from sharedarrays.executor import SharedMemoryExecutor
     MiB = 1 << 20
 
     def one_after_the_other(executor):
@@ -38,12 +40,11 @@ PROGRAM = """
         context = mp.get_context(sys.argv[1])
         with ProcessPoolExecutor(1, context) as executor:
             print("stdlib:", one_after_the_other(executor), five_held(executor))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with notices_of_sharedarrays() as said:
             with SharedMemoryExecutor(1, context) as executor:
                 print("ours:", one_after_the_other(executor), "pickled:", executor.pickled_fallbacks)
                 print("ours:", five_held(executor), "pickled some:", executor.pickled_fallbacks > 0)
-        print("warnings:", [(w.category.__name__, "pickled_fallbacks" in str(w.message)) for w in caught])
+        print("notices:", ["pickled_fallbacks" in message for message in said])
         print("left:", os.listdir("/dev/shm"))
 """
 
@@ -58,7 +59,7 @@ def test_what_the_stdlib_runs_in_64_mib_ours_runs_too(method):
         "stdlib: [True, True] [1.0, 2.0, 3.0, 4.0, 5.0]",
         "ours: [True, True] pickled: 0",  # the idle 20 MiB segment made room for the 24 MiB result
         "ours: [1.0, 2.0, 3.0, 4.0, 5.0] pickled some: True",  # results beyond /dev/shm come pickled
-        "warnings: [('RuntimeWarning', True)]",  # once per executor
+        "notices: [True]",  # once per executor
         "left: []",
     ], done.stderr
     assert done.stderr == ""
@@ -68,19 +69,17 @@ ARGUMENT_TOO_BIG = """
     import multiprocessing as mp, os, warnings
     import numpy as np
     from helpers.lessons import workers
-    from helpers.shared.executor import SharedMemoryExecutor
-    from helpers.shared.shm import SharedNDArray
+    from helpers.lessons.demos import notices_of_sharedarrays
+    from sharedarrays.executor import SharedMemoryExecutor
+    from sharedarrays.shm import SharedNDArray
     if __name__ == "__main__":
-        warnings.simplefilter("error")  # the warning must reach the caller's thread, not a pool thread
+        warnings.simplefilter("error")  # as under -W error: the stdlib returns the value, so must we
         filler = SharedNDArray.create(40 << 20, "u1")  # 40 of the 64 MiB taken
-        with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:
+        with notices_of_sharedarrays() as said, SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:
             future = executor.submit(workers.array_nbytes, np.ones(30 << 20, "u1"))  # does not fit
-            try:
-                future.result()
-            except RuntimeWarning as warning:
-                print("warned:", "/dev/shm had no room for 1 big array" in str(warning))
             print("result:", future.result(), "pickled:", executor.pickled_fallbacks)
             print("again:", executor.submit(workers.array_nbytes, np.ones(30 << 20, "u1")).result())
+        print("said:", ["/dev/shm had no room for 1 big array" in message for message in said])
         filler.close()
         filler.unlink()
         print("left:", os.listdir("/dev/shm"))
@@ -89,19 +88,19 @@ ARGUMENT_TOO_BIG = """
 
 @needs_private_tmpfs
 @pytest.mark.timeout(120)
-def test_an_argument_that_does_not_fit_is_pickled_and_said_once_in_the_callers_thread():
+def test_an_argument_that_does_not_fit_is_pickled_and_said_once_even_under_warnings_as_errors():
     done = run_in_64_mib_dev_shm(ARGUMENT_TOO_BIG)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["warned: True", f"result: {30 << 20} pickled: 1",
-                                        f"again: {30 << 20}", "left: []"], done.stderr
+    assert done.stdout.splitlines() == [f"result: {30 << 20} pickled: 1", f"again: {30 << 20}",
+                                        "said: [True]", "left: []"], done.stderr
 
 
 TOO_BIG_FOR_RAM_TOO = """
     import multiprocessing as mp, os
     import numpy as np
     from helpers.lessons import workers
-    from helpers.shared.executor import SharedMemoryExecutor
-    from helpers.shared.room import available_memory
+    from sharedarrays.executor import SharedMemoryExecutor
+    from sharedarrays.room import available_memory
     if __name__ == "__main__":
         n_items = available_memory() // 8 + (1 << 20)  # a broadcast view claiming more than RAM has
         with SharedMemoryExecutor(1, mp.get_context("spawn")) as executor:

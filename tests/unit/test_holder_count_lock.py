@@ -18,9 +18,9 @@ PROGRAM = """
     import gc
     import numpy as np
     from multiprocessing.reduction import ForkingPickler
-    from helpers.shared import lent_segments, reducers
-    from helpers.shared._segments import mapping_under
-    from helpers.shared.shm import handle_of
+    from sharedarrays import lent_segments, reducers
+    from sharedarrays._segments import mapping_under
+    from sharedarrays.shm import handle_of
 
     with reducers.sharing_arrays("shared_memory"):
         keeper = ForkingPickler.loads(ForkingPickler.dumps(np.ones(300_000)))
@@ -60,7 +60,7 @@ FORK_PROGRAM = """
     os.register_at_fork(after_in_child=gc.collect)  # runs in the child before the library's own hook
     import numpy as np
     from multiprocessing.reduction import ForkingPickler
-    from helpers.shared import lent_segments, reducers
+    from sharedarrays import lent_segments, reducers
 
     with reducers.sharing_arrays("shared_memory"):
         kept = ForkingPickler.loads(ForkingPickler.dumps(np.ones(300_000)))

@@ -8,7 +8,7 @@ from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_
 
 from helpers.lessons import exercises, pickler_reductions_torch
 from helpers.measure.units import MiB
-from helpers.shared import reducers
+from sharedarrays import reducers
 
 pytestmark = pytest.mark.timeout(120)
 RIGHT = {"received[10::3]": "shared", "received.view(np.uint8)": "shared",

@@ -14,7 +14,7 @@ import pytest
 
 from helpers.lessons import pickler_reductions_torch
 from helpers.measure.units import MiB
-from helpers.shared import reducers
+from sharedarrays import reducers
 
 SPAWN = mp.get_context("spawn")
 

@@ -1,4 +1,4 @@
-"""helpers.shared.reducers: arrays through mp.Queue, Pipe and Pool via shared memory, both ways,
+"""sharedarrays.reducers: arrays through mp.Queue, Pipe and Pool via shared memory, both ways,
 undoable, leak-free.
 
 Real processes and real /dev/shm throughout; the autouse fixture in conftest.py fails any test
@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from helpers.lessons import workers
-from helpers.shared import lent_segments, reducers
-from helpers.shared.shm import SharedNDArray, handle_of
+from sharedarrays import lent_segments, reducers
+from sharedarrays.shm import SharedNDArray, handle_of
 
 WAYS = ("torch", "shared_memory")
 RECORD = np.dtype([("when", "M8[s]"), ("price", ">f4"), ("ticker", "U3")])
@@ -60,7 +60,7 @@ def assert_same(received: np.ndarray, sent: np.ndarray) -> None:
 
 def in_shared_memory(array: np.ndarray, way: str) -> bool:
     if way == "torch":
-        from helpers.shared.torch_reduction import shared_tensor_of
+        from sharedarrays.torch_reduction import shared_tensor_of
 
         return shared_tensor_of(array) is not None
     return handle_of(array) is not None
@@ -74,7 +74,7 @@ def nothing_shared_after():
 
 
 def test_importing_reducers_does_not_import_torch():
-    code = ("import sys, helpers.shared.reducers, helpers.lessons.pickler_reductions_torch; "
+    code = ("import sys, sharedarrays.reducers, helpers.lessons.pickler_reductions_torch; "
             "print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
@@ -83,7 +83,7 @@ def test_importing_reducers_does_not_import_torch():
 @pytest.mark.parametrize("way", WAYS)
 def test_only_forking_pickler_changes_and_stopping_restores_it(way):
     if way == "torch":
-        import helpers.shared.torch_reduction  # noqa: F401  (torch registers its own types on import)
+        import sharedarrays.torch_reduction  # noqa: F401  (torch registers its own types on import)
     array = np.random.default_rng(0).random(10_000)
     extra, dispatch = dict(ForkingPickler._extra_reducers), dict(copyreg.dispatch_table)
     plain, forking = pickle.dumps(array), bytes(ForkingPickler.dumps(array))
@@ -300,7 +300,7 @@ def test_a_receiver_killed_while_holding_leaves_nothing(way):
 def test_torch_missing_is_a_clear_import_error():
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from helpers.shared import reducers\n"
+        "from sharedarrays import reducers\n"
         "try:\n    reducers.share_arrays_with_torch()\n"
         "except ImportError as error:\n    print(error)\n"
     )

@@ -11,8 +11,8 @@ from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_
 
 from helpers.lessons import exercises, shared_memory_executor, shared_memory_executor_tour
 from helpers.measure.units import MiB
-from helpers.shared.executor import SharedMemoryExecutor
-from helpers.shared.shm import SharedNDArray
+from sharedarrays.executor import SharedMemoryExecutor
+from sharedarrays.shm import SharedNDArray
 
 pytestmark = pytest.mark.timeout(180)
 SPAWN = mp.get_context("spawn")

@@ -12,7 +12,7 @@ from helpers.lessons import shared_memory, shared_memory_tables
 from helpers.lessons.demos import increase
 from helpers.measure.memory import track_memory
 from helpers.measure.units import MiB
-from helpers.shared.shm import SharedNDArray
+from sharedarrays.shm import SharedNDArray
 
 pytestmark = pytest.mark.timeout(120)
 SPAWN = mp.get_context("spawn")

@@ -1,4 +1,4 @@
-"""helpers.shared.shm.SharedNDArray with real processes, real segments and a real small tmpfs."""
+"""sharedarrays.shm.SharedNDArray with real processes, real segments and a real small tmpfs."""
 
 import gc
 import multiprocessing as mp
@@ -18,8 +18,8 @@ import pytest
 from helpers.lessons import workers
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.units import MiB
-from helpers.shared.room import available_memory, shm_free
-from helpers.shared.shm import ArrayHandle, SharedNDArray, attach, sweep
+from sharedarrays.room import available_memory, shm_free
+from sharedarrays.shm import ArrayHandle, SharedNDArray, attach, handle_of, sweep
 
 SPAWN = mp.get_context("spawn")
 
@@ -148,7 +148,7 @@ def _run_python(code: str, *args: str) -> subprocess.CompletedProcess:
 ATTACH_AND_EXIT = """
     import pickle, sys
     import numpy as np
-    from helpers.shared.shm import attach
+    from sharedarrays.shm import attach
     handle = pickle.loads(bytes.fromhex(sys.argv[1]))
     with attach(handle) as array:
         print(float(array.sum()))
@@ -195,7 +195,7 @@ def test_nothing_survives_a_worker_killed_while_attached():
 
 OWN_AND_WAIT = """
     import sys, time
-    from helpers.shared.shm import SharedNDArray
+    from sharedarrays.shm import SharedNDArray
     shared = SharedNDArray.create(1 << 20, "u1")
     shared.array[:] = 1
     print(shared.name, flush=True)
@@ -255,7 +255,7 @@ def test_a_full_dev_shm_raises_memory_error_not_sigbus():
     result = _in_small_dev_shm("""
         import os
         import numpy as np
-        from helpers.shared.shm import SharedNDArray
+        from sharedarrays.shm import SharedNDArray
         try:
             SharedNDArray.create(16 << 20, "u1")
         except MemoryError as error:
@@ -279,9 +279,9 @@ FAIL_AFTER_THE_SEGMENT_EXISTS = """
     import errno, mmap, os, sys
     import numpy as np
     from multiprocessing import resource_tracker
-    from helpers.shared import _segments, transit
-    from helpers.shared.room import SEGMENT_PREFIX
-    from helpers.shared.shm import SharedNDArray
+    from sharedarrays import _segments, transit
+    from sharedarrays.room import SEGMENT_PREFIX
+    from sharedarrays.shm import SharedNDArray
 
     def raising(error):
         def fail(*args, **kwargs):
@@ -338,8 +338,8 @@ def test_a_failure_after_the_segment_exists_removes_it_and_its_tracker_entry(cal
 INTERRUPT_A_BIG_CREATE = """
     import os, signal, sys
     from multiprocessing import resource_tracker
-    from helpers.shared.room import SEGMENT_PREFIX
-    from helpers.shared.shm import SharedNDArray
+    from sharedarrays.room import SEGMENT_PREFIX
+    from sharedarrays.shm import SharedNDArray
     resource_tracker.ensure_running()
     signal.signal(signal.SIGALRM, signal.default_int_handler)  # the alarm acts as a Ctrl-C
     signal.setitimer(signal.ITIMER_REAL, float(sys.argv[2]))
@@ -374,3 +374,46 @@ def test_sweep_spares_multiprocessing_semaphores_a_live_process_maps():
         del lock
         gc.collect()
     assert not (SHM_DIR / name).exists()
+
+
+def _ours_of_this_process() -> set[str]:
+    return {name for name in os.listdir(SHM_DIR) if name.startswith(f"{SEGMENT_PREFIX}{os.getpid()}_")}
+
+
+@pytest.mark.parametrize("shape", [(-1,), (3, -2), -5])
+def test_a_negative_dimension_is_refused_before_a_segment_exists(shape):
+    before = _ours_of_this_process()
+    with pytest.raises(ValueError, match="negative dimensions"):
+        SharedNDArray.create(shape)
+    assert _ours_of_this_process() == before
+
+
+def test_np_asarray_of_a_shared_array_is_its_shared_view_and_a_copy_only_when_asked():
+    with SharedNDArray.copy_of(np.arange(6.0)) as shared:
+        viewed = np.asarray(shared)
+        assert viewed.dtype == np.float64 and viewed.shape == (6,)
+        assert np.shares_memory(viewed, shared.array)
+        copied = np.array(shared, copy=True)
+        assert not np.shares_memory(copied, shared.array) and np.array_equal(copied, shared.array)
+        assert np.asarray(shared, dtype=np.float32).dtype == np.float32
+        del viewed, copied
+
+
+def test_copy_of_keeps_a_recarray_and_a_matrix_as_what_they_are():
+    records = np.rec.fromarrays([np.arange(4), np.linspace(0, 1, 4)], names="id,score")
+    with SharedNDArray.copy_of(records) as shared:
+        assert type(shared.array) is np.recarray and np.array_equal(shared.array.score, records.score)
+        with attach(shared.handle) as elsewhere:  # another process gets the same dtype, as an ndarray
+            assert elsewhere.dtype == records.dtype and np.array_equal(elsewhere["id"], records.id)
+    with pytest.warns(PendingDeprecationWarning):
+        matrix = np.matrix([[1.0, 2.0], [3.0, 4.0]])
+    with SharedNDArray.copy_of(matrix) as shared:
+        assert type(shared.array) is np.matrix and np.array_equal(shared.array, matrix)
+
+
+def test_handle_of_a_masked_array_is_refused_not_stripped_of_its_mask():
+    with SharedNDArray.copy_of(np.arange(4.0)) as shared:
+        masked = np.ma.masked_array(shared.array, mask=[False, True, False, False])
+        with pytest.raises(TypeError, match="mask would be"):
+            handle_of(masked)
+        del masked

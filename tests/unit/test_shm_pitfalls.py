@@ -12,7 +12,7 @@ from helpers.lessons.demos import increase
 from helpers.measure.leftovers import SHM_DIR
 from helpers.measure.memory import track_memory
 from helpers.measure.units import MiB
-from helpers.shared.shm import SharedNDArray
+from sharedarrays.shm import SharedNDArray
 
 SPAWN = mp.get_context("spawn")
 

@@ -13,7 +13,7 @@ def test_on_64_mib_ours_gives_every_right_answer_the_stdlib_gives_and_says_it_pi
     run = small_dev_shm.run_with_small_dev_shm("forkserver")
     assert run.stdlib_right == [True] * 7
     assert run.ours_right == run.stdlib_right
-    assert run.pickled_fallbacks > 0 and len(run.warnings) == 1 and "pickled_fallbacks" in run.warnings[0]
+    assert run.pickled_fallbacks > 0 and len(run.notices) == 1 and "pickled_fallbacks" in run.notices[0]
     assert run.left == []
 
 

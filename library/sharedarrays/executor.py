@@ -5,19 +5,23 @@ Drop-in: same constructor (and its checks), ``submit``, ``map`` (``chunksize``, 
 and its result are pickled as the stdlib pickles them (``multiprocessing``'s pickler and protocol,
 so pickle's memo keeps identity: an array passed or returned twice arrives as one object, cycles
 and arrays inside any object cross too), except that every plain ndarray of at least
-``min_shared_bytes`` crosses as a handle (``helpers.shared.transit``):
+``min_shared_bytes`` crosses as a handle (``sharedarrays.transit``):
 
-- An argument that already lives in shared memory (a ``SharedNDArray``, or an earlier result)
-  crosses as its handle: no copy. Anything else is copied once into a segment lent by a
-  ``SegmentPool``, which keeps segments mapped and warm, so the copy runs at warm-memcpy speed
-  after the first calls (a new segment costs a page fault and a zeroed page per 4 KiB). The copy
-  is laid out as unpickling would lay it out (byte order, memory order, writability), so the
-  worker sees what the stdlib's worker sees.
+- An argument the caller shares on purpose (a ``SharedNDArray`` it made, or a view of one)
+  crosses as its handle: no copy, and the worker's writes reach the caller. An earlier result
+  passed back in crosses as its handle too, but the worker maps it copy-on-write: it reads the
+  caller's pages without a copy, and what it writes stays its own, as in the stdlib's unpickled
+  copy (a worker that keeps it pays the copy then, so the caller's later writes do not reach it).
+  Anything else is copied once into a segment lent by a ``SegmentPool``, which keeps segments
+  mapped and warm, so the copy runs at warm-memcpy speed after the first calls (a new segment
+  costs a page fault and a zeroed page per 4 KiB). The copy is laid out as unpickling would lay it
+  out (byte order, memory order, writability), so the worker sees what the stdlib's worker sees.
 - A result that views an argument's segment comes back as a view of that same memory (what the
   function would return if called here); other big results are written by the worker into one
   new segment per task (named by the parent, registered with the resource tracker by the worker
   before it exists), which the parent maps without copying; it is unlinked when the caller's
-  arrays on it are gone, and until then they too cross to later tasks as handles.
+  arrays on it are gone, and until then they too cross to later tasks as handles (copy-on-write).
+  A result that views an argument's pooled copy is copied again when passed back in.
 - A pooled segment goes back to the pool only when nobody views it any more: its header counts
   the processes that hold it (the parent, while the task runs or a result views it; a worker,
   while the function keeps a view of its argument, e.g. in a module-level cache; a forked child
@@ -26,14 +30,21 @@ and arrays inside any object cross too), except that every plain ndarray of at l
 - Where /dev/shm has no room, idle pooled segments are unlinked first (also to leave room for a
   result as big as the arguments); what still does not fit, an argument or a result, is pickled
   as the stdlib pickles it. ``pickled_fallbacks`` counts those arrays, and the first one is said
-  once per executor in a ``RuntimeWarning`` (raised in the thread that asks the future for its
-  result).
+  once per executor, as a WARNING of the ``sharedarrays`` logger (a log record, not a warning, so
+  that ``-W error`` cannot turn it into an exception where the stdlib returns a value).
+- Calls and results are pickled with the executor's own dispatch table: switching on the
+  reductions of ``sharedarrays.reducers`` does not change how it ships arrays.
 
-By design, memory the caller already shares is shared, not copied: a worker's writes into an
-argument that is a ``SharedNDArray`` (or a view of one, or an earlier result) reach the caller,
-the caller's later writes reach a worker that kept it, a result that views it views the caller's
-memory, and its dtype, byte order and writability stay as they are (read-only stays read-only).
-The stdlib would give the worker a private, unpickled copy instead.
+By design, memory the caller shares on purpose is shared, not copied: a worker's writes into an
+argument that is a ``SharedNDArray`` (or a view of one) reach the caller, the caller's later writes
+reach a worker that kept it, a result that views it views the caller's memory, and its dtype, byte
+order and writability stay as they are (read-only stays read-only). The stdlib would give the
+worker a private, unpickled copy instead. To share a result with workers on purpose, copy it into a
+``SharedNDArray`` (``SharedNDArray.copy_of(result)``).
+
+Also by design, a call or a result that raises (or calls ``sys.exit``) while it is unpickled fails
+its own future, where the stdlib's whole pool breaks (``BrokenProcessPool``): both are unpickled
+inside the task here.
 
 No segment outlives its use: leases are returned and per-task result segments unlinked in the
 future's done callback, which runs after success, an exception, cancellation, ``shutdown`` with
@@ -48,7 +59,6 @@ from __future__ import annotations
 import os
 import threading
 import traceback
-import warnings
 import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -56,19 +66,19 @@ from multiprocessing import resource_tracker
 
 import numpy as np
 
-from helpers.shared._segments import Mapping, new_name
-from helpers.shared.executor_workers import (
+from sharedarrays._segments import Mapping, OnceNotice, mapping_under, new_name
+from sharedarrays.executor_workers import (
     payload,
     release_result_segment,
     run_in_worker,
     start_worker,
     unlink_when_gone,
 )
-from helpers.shared.room import segment_exists
-from helpers.shared.segment_holds import hold_segment, holders_seen, is_held_here
-from helpers.shared.segment_pool import HEADER_BYTES, SegmentPool
-from helpers.shared.shm import handle_of
-from helpers.shared.transit import (
+from sharedarrays.room import segment_exists
+from sharedarrays.segment_holds import hold_segment, holders_seen, is_held_here
+from sharedarrays.segment_pool import HEADER_BYTES, SegmentPool
+from sharedarrays.shm import handle_of
+from sharedarrays.transit import (
     ArrayRef,
     Packed,
     as_received,
@@ -80,28 +90,32 @@ from helpers.shared.transit import (
     unpack,
     view_on,
 )
-from helpers.shared.units import MiB
+from sharedarrays.units import MiB
 
 DEFAULT_MIN_SHARED_BYTES = 1 * MiB
+# The mappings of the workers' result segments in this process: memory the caller did not share on
+# purpose, so an earlier result passed back in reaches a worker copy-on-write, never writable.
+_RESULT_MAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _Fallbacks:
-    """How many big arrays an executor pickled for want of shared memory, and whether it said so."""
+    """How many big arrays an executor pickled for want of shared memory; the first is said once."""
 
     def __init__(self):
         self.count = 0
-        self.warned = False
         self._lock = threading.Lock()
+        self._notice = OnceNotice()
 
     def add(self, n_arrays: int) -> None:
+        if not n_arrays:
+            return
         with self._lock:
             self.count += n_arrays
-
-    def claim_warning(self) -> bool:
-        """True the first time only: the caller is the one to warn."""
-        with self._lock:
-            first, self.warned = not self.warned, True
-            return first
+        self._notice.say(
+            f"SharedMemoryExecutor: /dev/shm had no room for {n_arrays} big array(s) of a call or its "
+            "result, so they were pickled through the pipe as ProcessPoolExecutor does (slower, same "
+            "values). Said once per executor; executor.pickled_fallbacks counts every such array. "
+            "Free /dev/shm, send smaller arrays, or give the container a larger --shm-size.")
 
 
 class _Task:
@@ -133,11 +147,9 @@ class _Task:
 class _SharedFuture(Future):
     """The caller's future: settled from the worker's future once results are unpacked."""
 
-    def __init__(self, inner: Future, fallbacks: _Fallbacks):
+    def __init__(self, inner: Future):
         super().__init__()
         self._inner = inner
-        self._fallbacks = fallbacks
-        self.pickled_arrays = 0  # big arrays of this call pickled for want of shared memory
 
     def cancel(self) -> bool:
         inner = self._inner
@@ -149,32 +161,12 @@ class _SharedFuture(Future):
         inner = self._inner
         return inner is not None and inner.running() and not self.done()
 
-    def result(self, timeout=None):
-        value = super().result(timeout)
-        self._say_if_pickled()
-        return value
-
-    def exception(self, timeout=None):
-        error = super().exception(timeout)
-        self._say_if_pickled()
-        return error
-
-    def _say_if_pickled(self) -> None:
-        """Warn, once per executor and in the caller's thread, that arrays were pickled."""
-        if self.pickled_arrays and self._fallbacks.claim_warning():
-            warnings.warn(
-                f"SharedMemoryExecutor: /dev/shm had no room for {self.pickled_arrays} big array(s) of "
-                "a call or its result, so they were pickled through the pipe as ProcessPoolExecutor "
-                "does (slower, same values). Said once per executor; executor.pickled_fallbacks counts "
-                "every such array. Free /dev/shm, send smaller arrays, or give the container a larger "
-                "--shm-size.", RuntimeWarning, stacklevel=3)
-
 
 class SharedMemoryExecutor(ProcessPoolExecutor):
     """A ``ProcessPoolExecutor`` that moves big ndarrays through shared memory (module docstring).
 
     ``min_shared_bytes``: arrays smaller than this are pickled as usual (default 1 MiB).
-    ``pool_bytes``: how many bytes of idle, warm segments to keep for reuse (default: half
+    ``idle_cap_bytes``: how many bytes of idle, warm segments to keep for reuse (default: half
     of what /dev/shm and RAM can spare now); 0 keeps none: a segment back from its task is
     unlinked when the pool next looks (the next call, ``segment_pool.collect()``, or shutdown).
     ``pickled_fallbacks``: how many big arrays were pickled because /dev/shm had no room.
@@ -182,7 +174,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
 
     def __init__(self, max_workers=None, mp_context=None, initializer=None, initargs=(), *,
                  max_tasks_per_child=None, min_shared_bytes: int = DEFAULT_MIN_SHARED_BYTES,
-                 pool_bytes: int | None = None):
+                 idle_cap_bytes: int | None = None):
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")  # the stdlib's check, word for word
         # Workers forked before the parent's resource tracker runs would each start one of their
@@ -191,7 +183,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         super().__init__(max_workers, mp_context, start_worker, (os.getpid(), initializer, tuple(initargs)),
                          max_tasks_per_child=max_tasks_per_child)
         self.min_shared_bytes = int(min_shared_bytes)
-        self.segment_pool = SegmentPool(pool_bytes)
+        self.segment_pool = SegmentPool(idle_cap_bytes)
         self._fallbacks = _Fallbacks()
         self._outstanding = 0
         self._closing = False
@@ -215,7 +207,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             task.finish()
             self._task_over()
             raise
-        outer = _SharedFuture(inner, self._fallbacks)
+        outer = _SharedFuture(inner)
         # The stdlib may keep ``inner`` and its callbacks after shutdown (Python 3.11 keeps every
         # work item of shutdown(cancel_futures=True)), so the callback lets go of the caller's
         # future, and with it the result's segments, as soon as it has run.
@@ -252,7 +244,6 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             # mapped segments): the caller may keep the error, the segments must still go.
             traceback.clear_frames(error.__traceback__)
         try:
-            outer.pickled_arrays += task.fallbacks
             if isinstance(error, BrokenProcessPool) and not task.adopted:
                 self._unlink_late_result(task.result_name)
             task.finish(answered=error is None and not inner.cancelled())
@@ -285,7 +276,6 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         try:
             packed = inner.result()
             self._fallbacks.add(packed.fallbacks)
-            outer.pickled_arrays += packed.fallbacks
             return self._unpack(packed, task), None
         except BaseException as unpack_error:
             return None, unpack_error
@@ -306,14 +296,15 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         def share(array: np.ndarray) -> ArrayRef | None:
             nonlocal copied_bytes
             handle = handle_of(array)
-            if handle is not None:
-                counted = is_held_here(handle.name)
+            if handle is not None and not is_held_here(handle.name):
                 if handle.name not in task.roots:
-                    root = task.roots[handle.name] = root_of(array)
-                    if counted:  # a pooled segment: results built on this root must hold it too
-                        hold_segment(handle.name, root)
-                return ArrayRef(handle, bool(array.flags.writeable), counted=counted,
-                                memmap=type(array) is np.memmap)
+                    task.roots[handle.name] = root_of(array)
+                # An earlier result was not shared on purpose: the worker maps it copy-on-write.
+                private = mapping_under(array) in _RESULT_MAPS
+                return ArrayRef(handle, bool(array.flags.writeable), memmap=type(array) is np.memmap,
+                                private=private)
+            # Private memory, or a pooled segment an earlier result views (which the caller did not
+            # share on purpose either): a copy of its own for this call, as unpickling would give.
             ref = self._copy_into_pool(array, task.roots)
             if ref is None:
                 task.fallbacks += 1
@@ -364,6 +355,7 @@ def _map_result_segment(name: str, task: _Task) -> np.ndarray:
     """Bytes of segment ``name`` mapped here; the task's result segment is adopted: unlinked when
     the caller's arrays on it are gone."""
     mapping = Mapping(name, create_bytes=None)
+    _RESULT_MAPS[mapping.map] = True
     root = np.frombuffer(mapping.map, np.uint8)
     mapping.close()  # the root's export keeps it mapped as long as an array needs it
     if name == task.result_name:

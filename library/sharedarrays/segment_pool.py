@@ -29,8 +29,8 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
-from helpers.shared.room import available_memory, shm_free
-from helpers.shared.shm import ArrayHandle, SharedNDArray
+from sharedarrays.room import available_memory, shm_free
+from sharedarrays.shm import ArrayHandle, SharedNDArray
 
 HEADER_BYTES = 64  # state word + padding; data starts cache-line aligned
 STATE_IDLE, STATE_LENT, STATE_RETURNED = 0, 1, 2
@@ -118,13 +118,20 @@ class SegmentPool:
 
     @property
     def idle_bytes(self) -> int:
-        """Bytes of segments waiting, warm, in the pool."""
+        """Bytes of segments waiting, warm, in the pool (read under the pool's lock: another thread
+        may be lending or filing segments)."""
+        with self._lock:
+            return self._idle_bytes()
+
+    def _idle_bytes(self) -> int:
+        """``idle_bytes`` for a caller that holds the lock already."""
         return sum(lease.capacity for lease in self._idle.values())
 
     @property
     def lent_bytes(self) -> int:
-        """Bytes of segments lent out now."""
-        return sum(lease.capacity for lease in self._lent.values())
+        """Bytes of segments lent out now (read under the pool's lock)."""
+        with self._lock:
+            return sum(lease.capacity for lease in self._lent.values())
 
     def names(self) -> list[str]:
         """Names of every segment the pool holds, idle or lent."""
@@ -226,7 +233,7 @@ class SegmentPool:
         self._trim(self.idle_cap_bytes)
 
     def _trim(self, cap_bytes: int) -> None:
-        while self._idle and self.idle_bytes > cap_bytes:
+        while self._idle and self._idle_bytes() > cap_bytes:
             _, lease = self._idle.popitem(last=False)
             self._destroy(lease)
 

@@ -1,7 +1,7 @@
 """Who still views a pooled segment: a count of *holders* in the segment's header.
 
-Pooled segments (``helpers.shared.segment_pool``) carry the count in their header
-(``helpers.shared.lent_segments``' layout and lock): every process that views one counts once for
+Pooled segments (``sharedarrays.segment_pool``) carry the count in their header
+(``sharedarrays.lent_segments``' layout and lock): every process that views one counts once for
 each reception still alive (``hold_segment``); the last one to let go marks the segment returned,
 and only then does its pool lend it again. A process that views a segment only while another holder
 is sure to hold it too (a worker, during a task the parent holds it for) may wait to count itself
@@ -9,7 +9,7 @@ until it knows whether it keeps a view (``view_uncounted``, then ``settle_uncoun
 keep none, and so take no lock at all. A forked child is counted for what it inherits (by the
 parent, before ``fork``: the parent may let go as soon as it returns); a process that exits (also
 through ``os._exit``, via ``multiprocessing.util``'s exit hooks) lets go of what it holds.
-``helpers.shared.transit`` (the worker's side) and ``helpers.shared.executor`` (the parent's) count.
+``sharedarrays.transit`` (the worker's side) and ``sharedarrays.executor`` (the parent's) count.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from multiprocessing import util
 
 import numpy as np
 
-from helpers.shared._segments import ExitHook, mapping_under
-from helpers.shared.lent_segments import EXIT_PRIORITY, HOLDERS_OFFSET, count_holders, release_later
-from helpers.shared.segment_pool import HEADER_BYTES, mark_returned
+from sharedarrays._segments import ExitHook, mapping_under
+from sharedarrays.lent_segments import EXIT_PRIORITY, HOLDERS_OFFSET, count_holders, release_later
+from sharedarrays.segment_pool import HEADER_BYTES, mark_returned
 
 _HOLDS: dict[int, weakref.finalize] = {}  # this process's receptions of pooled segments still alive
 _UNCOUNTED: dict[int, tuple[weakref.ref, str]] = {}  # token -> (views' export, name): viewed, not counted yet

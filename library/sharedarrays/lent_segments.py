@@ -1,13 +1,16 @@
 """The torch-free way to send an ndarray through ``multiprocessing``: a warm segment lent per item.
 
-``reduce_with_shared_memory`` is what ``helpers.shared.reducers.share_arrays_with_shared_memory()``
+``reduce_with_shared_memory`` is what ``sharedarrays.reducers.share_arrays_with_shared_memory()``
 registers for ``np.ndarray`` on ``ForkingPickler``; ``rebuild_from_segment`` runs in the receiver.
 
 - **First share** (private memory): the sender's ``SegmentPool`` lends a segment (a warm one if
   one was returned, so the copy runs at warm-memcpy speed), the array's bytes are copied in once
   (memory order kept) and only a handle crosses the pipe, marked *lent*.
-- **Already shared** (``helpers.shared.shm.handle_of(array)`` finds a live segment): only the handle
+- **Already shared** (``sharedarrays.shm.handle_of(array)`` finds a live segment): only the handle
   crosses; no copy, O(1) in the size.
+- **No room** (the pool can lend no segment that /dev/shm or RAM can hold): the array is pickled as
+  ``multiprocessing`` pickles it without the reduction, and a notice says so once (a WARNING of the
+  ``sharedarrays`` logger).
 - **Receiver**: maps the segment by name (reusing this process's mapping if it has one, so a
   receiver in the sender's own process copies and maps nothing) and views it. Attaching never
   involves the resource tracker.
@@ -40,23 +43,26 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from multiprocessing import resource_tracker, util
+from multiprocessing import util
 
 import numpy as np
 
-from helpers.shared._segments import (
+from sharedarrays._segments import (
     ExitHook,
     Mapping,
+    OnceNotice,
     creator_pid,
+    forget_in_resource_tracker,
     mapping_under,
     open_existing,
+    pickled_as_usual,
     process_alive,
     refuse_objects,
     segment_names,
     unlink,
 )
-from helpers.shared.segment_pool import HEADER_BYTES, SegmentPool, mark_returned
-from helpers.shared.shm import ArrayHandle, handle_of
+from sharedarrays.segment_pool import HEADER_BYTES, SegmentPool, mark_returned
+from sharedarrays.shm import ArrayHandle, handle_of
 
 EXIT_PRIORITY = -10  # multiprocessing exit hooks: after queues' feeder threads flushed (-5)
 HOLDERS_OFFSET = 8  # header byte where the int64 count of holders lives (after the pool's state word)
@@ -66,7 +72,8 @@ _LENT_MAPS: weakref.WeakKeyDictionary[mmap.mmap, bool] = weakref.WeakKeyDictiona
 _HELD: dict[int, weakref.finalize] = {}  # receptions of lent segments still alive in this process
 _LENDERS: set[int] = set()  # pids of the other processes this one received lent segments from
 _tokens = itertools.count()
-_pool: SegmentPool | None = None  # set by helpers.shared.reducers while the torch-free way is active
+_pool: SegmentPool | None = None  # set by sharedarrays.reducers while the torch-free way is active
+_no_room_notice = OnceNotice()  # an array pickled for want of room, said once per pool
 # Held while a thread holds a segment's flock, and across fork(): a child must not inherit a lock
 # that a thread of its parent holds through a descriptor the child also inherited.
 _flock_guard = threading.Lock()
@@ -77,8 +84,9 @@ _counting = threading.local()
 
 def set_pool(pool: SegmentPool | None) -> None:
     """Lend from ``pool`` (None: this process lends nothing); make sure exit hooks are in place."""
-    global _pool
+    global _pool, _no_room_notice
     _pool = pool
+    _no_room_notice = OnceNotice()  # said once each time the way is switched on
     _exit_hook.ensure()
 
 
@@ -204,10 +212,7 @@ def unlink_segments_of_dead_lenders() -> list[str]:
         if creator_pid(name) not in dead or not unlink(name):
             continue
         removed.append(name)
-        # The dead process registered it with its resource tracker, ours if it was our child: take
-        # it off that list (adding it first makes this a no-op for a tracker that never had it).
-        resource_tracker.register("/" + name, "shared_memory")
-        resource_tracker.unregister("/" + name, "shared_memory")
+        forget_in_resource_tracker(name)  # the dead process registered it with ours if it was our child
     return removed
 
 
@@ -226,7 +231,10 @@ def reduce_with_shared_memory(array: np.ndarray):
     pool = _pool
     if pool is None:
         raise RuntimeError("the torch-free reduction is not active: call share_arrays_with_shared_memory()")
-    lease = pool.lease(array.nbytes)
+    try:
+        lease = pool.lease(array.nbytes)
+    except MemoryError:  # no room in /dev/shm (or RAM): the array crosses as if we were not there
+        return pickled_as_usual(array, _no_room_notice)
     segment_map = lease.shared.mapped_buffer()
     _MAPS[lease.name] = segment_map
     _LENT_MAPS[segment_map] = True
@@ -246,7 +254,7 @@ def _map_segment(name: str) -> mmap.mmap:
     except FileNotFoundError:
         raise FileNotFoundError(
             f"the array sent through shared memory is gone: segment {name!r} no longer exists. A "
-            "segment lent by helpers.shared.reducers lives until the sender's pool closes "
+            "segment lent by sharedarrays.reducers lives until the sender's pool closes "
             "(stop_sharing_arrays() or the sender's exit); one owned by a SharedNDArray until its "
             "owner unlinks it. Receive every item before the sender stops sharing or exits."
         ) from None

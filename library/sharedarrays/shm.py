@@ -22,12 +22,14 @@ from multiprocessing import resource_tracker
 
 import numpy as np
 
-from helpers.shared._segments import (
+from sharedarrays._segments import (
     MAPPED_SEGMENTS,
     Mapping,
     check_room,
     contiguous_strides,
+    creator_namespace,
     creator_pid,
+    forget_in_resource_tracker,
     mapping_under,
     new_name,
     process_alive,
@@ -36,7 +38,9 @@ from helpers.shared._segments import (
     span,
     unlink,
 )
-from helpers.shared.room import SHM_DIR
+from sharedarrays.room import SHM_DIR, pid_namespace
+
+__all__ = ["ArrayHandle", "SharedNDArray", "attach", "handle_of", "process_alive", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,17 @@ class ArrayHandle:
     def nbytes(self) -> int:
         """Bytes of array data the handle describes."""
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+def _refuse_masked(array: np.ndarray, who: str) -> None:
+    """TypeError for a masked array: a segment (and a handle) holds its values only."""
+    if isinstance(array, np.ma.MaskedArray):
+        raise TypeError(
+            f"{who} got a masked array: a segment holds its values only, so the mask would be "
+            "silently lost. Share the values and the mask as two arrays "
+            "(copy_of(np.ma.getdata(a)), copy_of(np.ma.getmaskarray(a))), or fill the masked "
+            "items first (copy_of(a.filled(value)))."
+        )
 
 
 def _view(mapping: Mapping, handle: ArrayHandle) -> np.ndarray:
@@ -82,17 +97,25 @@ def _view(mapping: Mapping, handle: ArrayHandle) -> np.ndarray:
 class SharedNDArray:
     """An ndarray living in a shared-memory segment this object owns (see the module docstring)."""
 
-    def __init__(self, mapping: Mapping, handle: ArrayHandle, owner: bool):
+    def __init__(self, mapping: Mapping, handle: ArrayHandle, owner: bool, array_type: type = np.ndarray):
         self._mapping = mapping
-        self._array: np.ndarray | None = _view(mapping, handle)
+        view = _view(mapping, handle)
+        self._array: np.ndarray | None = view if array_type is np.ndarray else view.view(array_type)
         self.handle = handle
         self.owner = owner
         self._unlinked = False
 
     @classmethod
     def create(cls, shape: int | tuple[int, ...], dtype=np.float64, order: str = "C") -> SharedNDArray:
-        """A new segment holding an array of ``shape`` and ``dtype`` (contents zeroed)."""
+        """A new segment holding an array of ``shape`` and ``dtype`` (contents zeroed).
+
+        Everything is checked before the segment exists (ValueError for a negative dimension or an
+        unknown order, TypeError for an object dtype, MemoryError when it does not fit), and a
+        failure after it exists unlinks it: a failed ``create`` leaves nothing in /dev/shm.
+        """
         shape = (shape,) if isinstance(shape, int | np.integer) else tuple(int(n) for n in shape)
+        if any(n < 0 for n in shape):
+            raise ValueError(f"negative dimensions are not allowed: shape {shape}")
         dtype = np.dtype(dtype)
         refuse_objects(dtype)
         if order not in ("C", "F"):
@@ -110,27 +133,33 @@ class SharedNDArray:
         except BaseException:
             resource_tracker.unregister("/" + name, "shared_memory")
             raise
-        return cls(mapping, ArrayHandle(name, shape, dtype, strides), owner=True)
+        try:
+            return cls(mapping, ArrayHandle(name, shape, dtype, strides), owner=True)
+        except BaseException:
+            mapping.close()
+            unlink(name)
+            resource_tracker.unregister("/" + name, "shared_memory")
+            raise
 
     @classmethod
     def copy_of(cls, array: np.ndarray) -> SharedNDArray:
         """A new segment holding a copy of ``array`` (views are copied contiguous; F order kept).
 
+        ``.array`` keeps an ndarray subclass's type (``np.recarray``, ``np.matrix``: a view of the
+        segment as that type); ``attach(handle)`` in another process gives a plain ndarray of the same
+        dtype. An ``np.memmap`` comes back a plain ndarray: the copy is in memory, not in its file.
         Raises TypeError for a masked array: a segment holds the values only, the mask would be lost.
         """
         array = np.asanyarray(array)
-        if isinstance(array, np.ma.MaskedArray):
-            raise TypeError(
-                "SharedNDArray.copy_of() got a masked array: a segment holds its values only, so the "
-                "mask would be silently lost. Share the values and the mask as two arrays "
-                "(copy_of(np.ma.getdata(a)), copy_of(np.ma.getmaskarray(a))), or fill the masked "
-                "items first (copy_of(a.filled(value)))."
-            )
+        _refuse_masked(array, "SharedNDArray.copy_of()")
         refuse_objects(array.dtype)
+        array_type = np.ndarray if isinstance(array, np.memmap) else type(array)
         order = "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
         shared = cls.create(array.shape, array.dtype, order=order)
         try:
             np.copyto(shared.array, array, casting="no")
+            if array_type is not np.ndarray:
+                shared._array = shared.array.view(array_type)
         except BaseException:
             shared.close()
             shared.unlink()
@@ -169,6 +198,17 @@ class SharedNDArray:
         self._unlinked = True
         unlink(self.handle.name)  # False: already removed (e.g. by sweep)
         resource_tracker.unregister("/" + self.handle.name, "shared_memory")
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """``np.asarray(shared)``: the shared view itself (no copy), or a copy when asked for one."""
+        array = self.array
+        if copy:
+            return np.array(array, dtype=dtype, copy=True)
+        if dtype is not None and np.dtype(dtype) != array.dtype:
+            if copy is False:
+                raise ValueError(f"a {np.dtype(dtype)} array of a {array.dtype} SharedNDArray needs a copy")
+            return array.astype(dtype)
+        return array
 
     def __enter__(self) -> SharedNDArray:
         return self
@@ -213,6 +253,7 @@ def handle_of(array: np.ndarray) -> ArrayHandle | None:
     carries the array's own shape, strides and byte offset, so another process can attach exactly
     this view, zero-copy.
     """
+    _refuse_masked(array, "handle_of()")
     segment_map = mapping_under(array)
     if segment_map is None:
         return None
@@ -235,6 +276,10 @@ def sweep(everything: bool = False) -> list[str]:
 
     Returns the names removed. Use it after a crash: a SIGKILLed owner cannot unlink, and when the
     whole program was killed, its resource tracker (which would have unlinked both) died with it.
+    A segment made in another pid namespace that shares this /dev/shm (a container started with
+    ``--ipc=host``, a pod's containers) is left alone unless ``everything``: its creator's pid
+    means nothing here. A removed segment that this program's resource tracker knows of (a killed
+    worker's) is struck from its list, so it does not warn of a leak at exit.
     Under spawn and forkserver every queue and lock of a pool is a ``sem.mp-*`` file in /dev/shm
     with no owner in its name; one of this user's is an orphan when no process maps it
     (``/proc/*/maps``). A process whose maps this user may not read is not one of a pool's (those
@@ -245,13 +290,17 @@ def sweep(everything: bool = False) -> list[str]:
     file skipped so.
     """
     removed, not_allowed = [], []
+    here = pid_namespace()
     for name in segment_names():
-        pid = creator_pid(name)
+        pid, namespace = creator_pid(name), creator_namespace(name)
+        if not everything and namespace is not None and namespace != here:
+            continue  # another pid namespace's: its creator cannot be looked up from here
         if not everything and pid is not None and process_alive(pid):
             continue
         try:
             if unlink(name):
                 removed.append(name)
+                forget_in_resource_tracker(name)
         except PermissionError:
             not_allowed.append(name)
     for name in orphaned_semaphores():

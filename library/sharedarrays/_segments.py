@@ -1,20 +1,24 @@
 """What the library's parts share: segment names, creating and mapping a segment, liveness, layouts.
 
-Private to ``helpers.shared``: ``shm``, ``transit``, ``executor``, ``lent_segments`` and
+Private to ``sharedarrays``: ``shm``, ``transit``, ``executor``, ``lent_segments`` and
 ``torch_reduction`` build on these; nothing outside the library imports them. Segment names carry
-our prefix and the creating process's pid, so ``sweep()`` can tell a dead owner's segments from a
-live one's.
+our prefix, the creating process's pid and its pid namespace (``sal_<pid>_ns<namespace>_<random>``),
+so ``sweep()`` can tell a dead owner's segments from a live one's, and leaves alone those of
+processes in another pid namespace, whose pids mean nothing here.
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
+import pickle
 import secrets
 import stat
 import sys
+import threading
 import weakref
-from multiprocessing import util
+from multiprocessing import resource_tracker, util
 
 try:
     import _posixshmem  # CPython's shm_open/shm_unlink; absent where there is no POSIX shared memory
@@ -23,13 +27,18 @@ except ImportError:
 
 import numpy as np
 
-from helpers.shared.room import SEGMENT_PREFIX, SHM_DIR, available_memory, shm_free, shm_size
-from helpers.shared.units import format_bytes
+from sharedarrays.room import SEGMENT_PREFIX, SHM_DIR, available_memory, creator_prefix, shm_free, shm_size
+from sharedarrays.units import format_bytes
 
 OWNER_ONLY = stat.S_IRUSR | stat.S_IWUSR  # 0o600: no other user can read or write the segment
 # madvise(MADV_POPULATE_WRITE), Linux 5.14+: map every page of a new segment in one call instead of
 # one page fault per 4 KiB at first write (about a third less time to fill a new segment here).
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+# The library's notices (an array pickled for want of room in /dev/shm): WARNING records that Python
+# prints on stderr unless logging is configured. A log record, not a warning: ``-W error`` must not
+# turn a notice into an exception that takes the place of a value the stdlib would have returned.
+LOG = logging.getLogger("sharedarrays")
 
 # Every mapping this process made of one of our segments: map -> (segment name, base address).
 # handle_of() uses it to tell an array that already lives in shared memory from a private one.
@@ -37,8 +46,8 @@ MAPPED_SEGMENTS: weakref.WeakKeyDictionary[mmap.mmap, tuple[str, int]] = weakref
 
 
 def new_name() -> str:
-    """A fresh segment name: our prefix, this process's pid, 12 random hex digits."""
-    return f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(6)}"
+    """A fresh segment name: our prefix, this process's pid and pid namespace, 12 random hex digits."""
+    return f"{creator_prefix()}{secrets.token_hex(6)}"
 
 
 def creator_pid(name: str) -> int | None:
@@ -51,22 +60,73 @@ def creator_pid(name: str) -> int | None:
         return None
 
 
+def creator_namespace(name: str) -> str | None:
+    """The pid namespace tag written into one of our segment names (``room.pid_namespace()`` of
+    its creator), or None for a name without one."""
+    fields = name[len(SEGMENT_PREFIX):].split("_")
+    if name.startswith(SEGMENT_PREFIX) and len(fields) >= 3 and fields[1].startswith("ns"):
+        return fields[1][2:]
+    return None
+
+
 def process_alive(pid: int) -> bool:
-    """True while ``pid`` runs; a process that exited but is not reaped yet (a zombie) is dead."""
+    """True while ``pid`` runs in this pid namespace; one that exited but is not reaped yet (a
+    zombie) is dead. The kernel answers (``kill(pid, 0)``, on every POSIX system); /proc, where
+    there is one, only tells a zombie from a running process."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    except OverflowError:
+        return False
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat_file:
             return stat_file.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc (macOS): ask the kernel whether the pid exists
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
+    except FileNotFoundError:  # it ended since kill() answered, or this /proc shows no pids
+        return not os.path.isdir(f"/proc/{os.getpid()}")
+    except (OSError, IndexError):
+        return True  # no readable /proc: kill() is the answer
 
+
+class OnceNotice:
+    """A notice logged (``LOG.warning``) the first time only, from any thread."""
+
+    def __init__(self):
+        self._said = False
+        self._lock = threading.Lock()
+
+    def say(self, message: str) -> None:
+        with self._lock:
+            if self._said:
+                return
+            self._said = True
+        LOG.warning(message)
+
+
+def pickled_as_usual(array: np.ndarray, notice: OnceNotice):
+    """The reduction pickle would use for ``array`` without ours (its own ``__reduce_ex__`` at
+    ``multiprocessing``'s protocol), after saying once through ``notice`` that it was not shared."""
+    notice.say(f"sharedarrays: /dev/shm had no room for an array of {format_bytes(array.nbytes)}, so it "
+               "was pickled through the pipe as multiprocessing pickles it without the reduction "
+               "(slower, same values). Said once; free /dev/shm, send smaller arrays, or give the "
+               "container a larger --shm-size.")
+    return array.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+
+
+def forget_in_resource_tracker(name: str) -> None:
+    """Make this program's resource tracker forget segment ``name`` if it tracks it (a process of
+    this program registered it, then died without unlinking it): registering, then unregistering,
+    strikes a name it knew and leaves one it did not know as it was (unregistering an unknown name
+    alone makes the tracker print a KeyError). Starts no tracker where this process has none."""
+    tracker = getattr(resource_tracker, "_resource_tracker", None)
+    if getattr(tracker, "_fd", None) is None:
+        return
+    resource_tracker.register("/" + name, "shared_memory")
+    resource_tracker.unregister("/" + name, "shared_memory")
 
 
 def bottom_of(array: np.ndarray) -> object:
@@ -148,10 +208,11 @@ def require_posix_shared_memory() -> None:
     """
     missing = [what for what, present in (("POSIX shared memory (shm_open, CPython's _posixshmem)",
                                            _posixshmem is not None),
-                                          ("os.posix_fallocate", hasattr(os, "posix_fallocate")))
+                                          ("os.posix_fallocate", hasattr(os, "posix_fallocate")),
+                                          (f"a {SHM_DIR} folder", os.path.isdir(SHM_DIR)))
                if not present]
     if missing:
-        raise OSError(f"helpers.shared needs {' and '.join(missing)}, which this platform ({sys.platform}) "
+        raise OSError(f"sharedarrays needs {' and '.join(missing)}, which this platform ({sys.platform}) "
                       "does not have; it is tested on Linux only. Use multiprocessing.shared_memory "
                       "directly (it does not reserve pages up front), or run on Linux.")
 
@@ -177,16 +238,20 @@ class Mapping:
 
     ``create_bytes`` makes the segment (it must not exist) with every page reserved and mapped;
     if any step after the segment exists fails or is interrupted (Ctrl-C in a long
-    ``posix_fallocate``), the segment is unlinked before the error goes on.
+    ``posix_fallocate``), the segment is unlinked before the error goes on. ``private`` maps an
+    existing segment copy-on-write (``mmap.ACCESS_COPY``): reads share its pages, writes stay in
+    this process; such a mapping is not one of ours to hand on (``MAPPED_SEGMENTS`` leaves it out).
     """
 
-    def __init__(self, name: str, create_bytes: int | None):
+    def __init__(self, name: str, create_bytes: int | None, private: bool = False):
         require_posix_shared_memory()
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create_bytes is not None else 0)
         self.map: mmap.mmap | None = None
         try:
             fd = _posixshmem.shm_open("/" + name, flags, mode=OWNER_ONLY)
         except FileNotFoundError:
+            if create_bytes is not None:
+                raise
             raise FileNotFoundError(
                 f"no shared-memory segment named {name!r}: it was never created, or its owner "
                 "already unlinked it (or exited). Attach while the owner still holds it."
@@ -196,10 +261,11 @@ class Mapping:
                 os.ftruncate(fd, create_bytes)
                 _reserve(fd, create_bytes)
             self.size = os.fstat(fd).st_size
-            self.map = mmap.mmap(fd, self.size) if self.size else None
+            access = mmap.ACCESS_COPY if private else mmap.ACCESS_WRITE
+            self.map = mmap.mmap(fd, self.size, access=access) if self.size else None
             if self.map is not None and create_bytes is not None:
                 _populate(self.map)
-            if self.map is not None:
+            if self.map is not None and not private:
                 MAPPED_SEGMENTS[self.map] = (name, np.frombuffer(self.map, np.uint8).ctypes.data)
         except BaseException:
             if create_bytes is not None:

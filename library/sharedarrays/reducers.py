@@ -6,9 +6,9 @@ registering a *reduction* for ``np.ndarray`` there changes how every array cross
 without touching the code that sends them:
 
 - ``share_arrays_with_torch()``: the array's bytes go into a shared torch storage (one copy) and
-  torch's own reduction sends that storage (``helpers.shared.torch_reduction``).
+  torch's own reduction sends that storage (``sharedarrays.torch_reduction``).
 - ``share_arrays_with_shared_memory(idle_cap_bytes=None)``: the same without torch, in a segment
-  lent by a pool of warm segments (``helpers.shared.lent_segments``, which states the contract).
+  lent by a pool of warm segments (``sharedarrays.lent_segments``, which states the contract).
 - In both, an array that already lives in shared memory crosses as a small description (O(1),
   no copy), and the receiver's array views shared memory, so sending it on costs nothing either.
 - ``stop_sharing_arrays()`` undoes either: the ``np.ndarray`` entry of
@@ -39,8 +39,8 @@ from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
-from helpers.shared import lent_segments
-from helpers.shared.segment_pool import SegmentPool
+from sharedarrays import lent_segments
+from sharedarrays.segment_pool import SegmentPool
 
 WAYS = ("torch", "shared_memory")
 _MISSING = object()
@@ -60,7 +60,7 @@ def share_arrays_with_torch() -> None:
     """Send every ndarray through a shared torch storage (first share: one copy; already shared:
     none). Imports torch now; raises ImportError with the alternative if it is not installed."""
     try:
-        from helpers.shared import torch_reduction
+        from sharedarrays import torch_reduction
     except ImportError as error:
         raise ImportError(
             f"share_arrays_with_torch() needs PyTorch, which could not be imported ({error}). "

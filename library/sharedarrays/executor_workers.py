@@ -3,7 +3,7 @@
 ``start_worker`` is every worker's initializer: it watches for the death of the program that made
 the executor, then runs the caller's initializer. ``run_in_worker`` is the function the pool runs
 for each task: it attaches the task's segments, calls the caller's function and packs the result
-(``helpers.shared.transit``). A worker's big result goes into a segment the parent named; the
+(``sharedarrays.transit``). A worker's big result goes into a segment the parent named; the
 parent unlinks it (``release_result_segment``) once its arrays on it are gone, or, if the pool broke
 before the result could be taken, once every worker is gone (``unlink_when_gone``).
 """
@@ -16,9 +16,9 @@ import time
 import traceback
 from multiprocessing import resource_tracker
 
-from helpers.shared._segments import process_alive, unlink
-from helpers.shared.room import segment_exists
-from helpers.shared.transit import Packed, WorkerSide, pack_result, pack_result_pickled
+from sharedarrays._segments import process_alive, unlink
+from sharedarrays.room import segment_exists
+from sharedarrays.transit import Packed, WorkerSide, pack_result, pack_result_pickled
 
 ORPHAN_CHECK_SECONDS = 0.5
 

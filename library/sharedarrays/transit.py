@@ -1,6 +1,6 @@
 """Arrays in transit through shared memory: pickle a call or a result with big arrays as handles.
 
-``helpers.shared.executor`` uses this to move a call and its result. ``pack`` pickles a value with
+``sharedarrays.executor`` uses this to move a call and its result. ``pack`` pickles a value with
 ``multiprocessing``'s own pickler and protocol, except that each big plain ndarray (wherever it is:
 in tuples, lists, dicts, any object's state) may be replaced by a slot in a table of ``ArrayRef``
 (a handle plus how the receiver sees it); ``unpack`` turns the slots back into arrays. Pickle's
@@ -10,7 +10,7 @@ A copy made for the trip arrives as an unpickled array would (``copy_as_unpickle
 order, memory order and writability as ``pickle.loads(pickle.dumps(array))`` gives with that
 protocol (NumPy's pickling may turn a big-endian array native, and a read-only one writable).
 
-Who still views a pooled segment is counted in its header (``helpers.shared.segment_holds``), so
+Who still views a pooled segment is counted in its header (``sharedarrays.segment_holds``), so
 a pool lends it again only once nobody does.
 
 ``WorkerSide`` attaches a task's segments in the worker and detaches them after; ``pack_result``
@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import functools
 import io
+import mmap
 import pickle
+import weakref
 from collections.abc import Callable
 from multiprocessing import resource_tracker
 from multiprocessing.reduction import ForkingPickler
@@ -30,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from helpers.shared._segments import (
+from sharedarrays._segments import (
     MAPPED_SEGMENTS,
     Mapping,
     bottom_of,
@@ -39,10 +41,10 @@ from helpers.shared._segments import (
     mapping_under,
     unlink,
 )
-from helpers.shared.room import available_memory, shm_free
-from helpers.shared.segment_holds import settle_uncounted, view_uncounted
-from helpers.shared.shm import ArrayHandle
-from helpers.shared.units import format_bytes
+from sharedarrays.room import available_memory, shm_free
+from sharedarrays.segment_holds import settle_uncounted, view_uncounted
+from sharedarrays.shm import ArrayHandle
+from sharedarrays.units import format_bytes
 
 ALIGN_BYTES = 64  # each result array starts on a cache line in the result segment
 SHAREABLE_TYPES = (np.ndarray, np.memmap)
@@ -57,6 +59,8 @@ class ArrayRef(NamedTuple):
     ``counted``: the segment is pooled; a receiver counts itself as a holder while it views it.
     ``copied``: the segment holds a private copy made for this task (not memory the caller shares).
     ``memmap``: the array was an ``np.memmap``; it arrives as one (without a file, as unpickled).
+    ``private``: memory the caller did not share on purpose (an earlier result): the receiver maps
+    it copy-on-write, so its writes stay its own, as in an unpickled copy.
     """
 
     handle: ArrayHandle
@@ -64,6 +68,7 @@ class ArrayRef(NamedTuple):
     counted: bool = False
     copied: bool = False
     memmap: bool = False
+    private: bool = False
 
 
 class Packed(NamedTuple):
@@ -102,8 +107,8 @@ def is_big_array(value, min_bytes: int) -> bool:
 def _shared_array(slot: int):
     """Stands for the array in ``slot`` of a ``Packed`` table; only ``unpack`` can resolve it."""
     raise pickle.UnpicklingError(
-        f"array slot {slot} of a helpers.shared.transit pickle was loaded without its table: "
-        "load it with helpers.shared.transit.unpack(packed, ...)"
+        f"array slot {slot} of a sharedarrays.transit pickle was loaded without its table: "
+        "load it with sharedarrays.transit.unpack(packed, ...)"
     )
 
 
@@ -113,6 +118,11 @@ class _Packer(ForkingPickler):
     def __init__(self, file, min_bytes: int, share: Callable, table: list):
         super().__init__(file, STDLIB_PROTOCOL)
         self._min_bytes, self._share, self._table = min_bytes, share, table
+        # Its own dispatch table (ForkingPickler gives each pickler a copy): the reductions of
+        # sharedarrays.reducers, while switched on, do not change how the executor ships arrays.
+        reducer = self.dispatch_table.get(np.ndarray)
+        if getattr(reducer, "__module__", "").startswith("sharedarrays."):
+            del self.dispatch_table[np.ndarray]
 
     def reducer_override(self, obj):
         if not is_big_array(obj, self._min_bytes):
@@ -223,6 +233,7 @@ class WorkerSide:
 
     def __init__(self):
         self._roots: dict[str, np.ndarray] = {}
+        self._private_roots: dict[str, np.ndarray] = {}  # copy-on-write mappings (ArrayRef.private)
         self._mappings: list[Mapping] = []
         self._uncounted: list[int] = []  # segment_holds tokens, settled when the task ends
         self._copied: set[str] = set()  # segments holding a private copy made for this task
@@ -234,6 +245,8 @@ class WorkerSide:
 
     def _array_of(self, ref: ArrayRef) -> np.ndarray:
         name = ref.handle.name
+        if ref.private:
+            return as_received(view_on(self._private_root(name), ref.handle), ref)
         root = self._roots.get(name)
         if root is None:
             mapping = Mapping(name, create_bytes=None)
@@ -244,6 +257,16 @@ class WorkerSide:
         if ref.copied:
             self._copied.add(name)
         return as_received(view_on(root, ref.handle), ref)
+
+    def _private_root(self, name: str) -> np.ndarray:
+        """Bytes of segment ``name`` mapped copy-on-write (once per task): the function reads the
+        caller's pages without a copy, and what it writes is its own."""
+        root = self._private_roots.get(name)
+        if root is None:
+            mapping = Mapping(name, create_bytes=None, private=True)
+            self._mappings.append(mapping)
+            root = self._private_roots[name] = np.frombuffer(mapping.map, np.uint8)
+        return root
 
     def start_result(self) -> None:
         """Forget which copied segments a result views (before packing a result again)."""
@@ -280,13 +303,27 @@ class WorkerSide:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        """Let go of the task's roots; count this worker as a holder of what is still viewed (kept)."""
+        """Let go of the task's roots; count this worker as a holder of what is still viewed (kept);
+        make a kept copy-on-write view the worker's own (``_keep_private``)."""
         self._roots.clear()
+        kept_private = [weakref.ref(root.base) for root in self._private_roots.values()]
+        self._private_roots.clear()
         for token in self._uncounted:
             settle_uncounted(token)
         self._uncounted.clear()
+        for export in kept_private:
+            if export() is not None:
+                _keep_private(export())
         for mapping in self._mappings:
             mapping.close()  # a view the task kept elsewhere keeps its mapping until it goes
+
+
+def _keep_private(buffer) -> None:
+    """Write one byte of every page of a copy-on-write mapping back as it is: each page becomes this
+    process's own copy, so the caller's later writes into its segment no longer show through (the
+    worker kept an argument, as if unpickled: only then is the copy paid)."""
+    pages = np.frombuffer(buffer, np.uint8)[::mmap.PAGESIZE]
+    np.add(pages, 0, out=pages)
 
 
 def pack_result(result, result_name: str, min_bytes: int, side: WorkerSide | None = None) -> Packed:

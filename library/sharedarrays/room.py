@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 SHM_DIR = Path("/dev/shm")
-SEGMENT_PREFIX = "sal_"  # every segment this library creates: /dev/shm/sal_<creator pid>_<random>
+SEGMENT_PREFIX = "sal_"  # every segment of ours: /dev/shm/sal_<creator pid>_ns<pid namespace>_<random>
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _NO_LIMIT = 2**60  # cgroup v1 writes 9223372036854771712 for "no limit"
 
@@ -88,8 +89,37 @@ def cgroup_memory_usage() -> int | None:
     return cgroup_memory_usage_reader()()
 
 
-def ram_available() -> int:
-    """Bytes of RAM the kernel says can be allocated without swapping (``MemAvailable``)."""
+def cgroup_reclaimable_file_bytes() -> int | None:
+    """Bytes of file pages (page cache) charged to this process's memory cgroup that the kernel
+    reclaims before it refuses memory: the file LRU lists of ``memory.stat`` (``active_file`` and
+    ``inactive_file``; cgroup v1's hierarchical ``total_`` ones first). tmpfs and /dev/shm pages
+    are not among them (they sit on the anonymous lists). None where no such file is readable."""
+    _, usage_file = _memory_files()
+    if usage_file is None:
+        return None
+    try:
+        lines = (usage_file.parent / "memory.stat").read_text().splitlines()
+    except OSError:
+        return None
+    stat = dict(line.split(None, 1) for line in lines if " " in line)
+    for prefix in ("total_", ""):
+        if f"{prefix}inactive_file" in stat:
+            return sum(int(stat.get(f"{prefix}{name}", "0")) for name in ("active_file", "inactive_file"))
+    return None
+
+
+def _sysconf(name: str) -> int | None:
+    try:
+        value = os.sysconf(name)
+    except (ValueError, OSError):  # a name this platform does not know (macOS: SC_AVPHYS_PAGES)
+        return None
+    return value if value >= 0 else None
+
+
+def ram_available() -> int | None:
+    """Bytes of RAM the kernel says can be allocated without swapping (``MemAvailable``, which
+    counts reclaimable page cache as available); without /proc/meminfo the free pages, else all
+    pages (``sysconf``: macOS knows only the total); None where none of these can be read."""
     try:
         with open("/proc/meminfo", "rb") as meminfo:
             for line in meminfo:
@@ -97,16 +127,42 @@ def ram_available() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    page_size = _sysconf("SC_PAGE_SIZE")
+    for name in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
+        pages = _sysconf(name)
+        if pages is not None and page_size is not None:
+            return pages * page_size
+    return None
 
 
 def available_memory() -> int:
-    """Bytes this process may still allocate: RAM available, capped by the cgroup's headroom."""
+    """Bytes this process may still allocate: RAM available, capped by the cgroup's headroom (its
+    limit less what it is charged, page cache the kernel would reclaim counted as free, as
+    ``MemAvailable`` counts it). Where the machine tells neither, no limit is assumed
+    (``sys.maxsize``): the room check then lets the kernel answer."""
     available = ram_available()
     limit, usage = cgroup_memory_limit(), cgroup_memory_usage()
     if limit is not None and usage is not None:
-        available = min(available, max(limit - usage, 0))
-    return available
+        headroom = max(limit - usage + (cgroup_reclaimable_file_bytes() or 0), 0)
+        available = headroom if available is None else min(available, headroom)
+    return sys.maxsize if available is None else available
+
+
+@functools.cache
+def pid_namespace() -> str:
+    """A short tag of this process's pid namespace (its inode in hex), written into our segment
+    names so that ``sweep()`` leaves alone the segments of processes in other namespaces that share
+    this /dev/shm (containers with ``--ipc=host``, a pod's containers): their pids mean nothing
+    here. ``"0"`` where /proc does not tell."""
+    try:
+        return format(os.stat("/proc/self/ns/pid").st_ino, "x")
+    except OSError:
+        return "0"
+
+
+def creator_prefix() -> str:
+    """How the names of the segments this process creates begin: ``sal_<pid>_ns<namespace>_``."""
+    return f"{SEGMENT_PREFIX}{os.getpid()}_ns{pid_namespace()}_"
 
 
 def segment_exists(name: str) -> bool:

@@ -1,8 +1,8 @@
 """The torch way to send an ndarray through ``multiprocessing``: its bytes in a shared torch storage.
 
-``reduce_with_torch`` is what ``helpers.shared.reducers.share_arrays_with_torch()`` registers for
+``reduce_with_torch`` is what ``sharedarrays.reducers.share_arrays_with_torch()`` registers for
 ``np.ndarray`` on ``ForkingPickler``. Importing this module imports torch (a few seconds the first
-time), which is why ``helpers.shared.reducers`` imports it only when asked to share with torch.
+time), which is why ``sharedarrays.reducers`` imports it only when asked to share with torch.
 
 - **First share** (the array's memory is private): one copy of its bytes into a new shared
   storage (``torch.UntypedStorage._new_shared``, what ``Tensor.share_memory_()`` allocates), kept
@@ -13,6 +13,8 @@ time), which is why ``helpers.shared.reducers`` imports it only when asked to sh
   a view's ``.base`` only down to the first array whose base is not an ndarray, so walking
   ``.base`` from any view ends at that tensor. If its storage is shared, only the storage (as a
   uint8 tensor) plus byte offset, shape, strides and dtype are sent: no copy, O(1) in the size.
+- **No room** in /dev/shm (or RAM) for the copy: the array is pickled as ``multiprocessing``
+  pickles it without the reduction, and a notice says so once (the ``sharedarrays`` logger).
 - The receiver views the storage's bytes with that layout, so its array's ``.base`` chain leads
   back to a shared tensor and sending it on is zero-copy again.
 
@@ -29,8 +31,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from helpers.shared._segments import bottom_of, refuse_objects, span
-from helpers.shared.lent_segments import copy_into, rebuild_empty
+from sharedarrays._segments import OnceNotice, bottom_of, check_room, pickled_as_usual, refuse_objects, span
+from sharedarrays.lent_segments import copy_into, rebuild_empty
+
+_NO_ROOM = OnceNotice()  # an array pickled for want of room in /dev/shm, said once per process
 
 
 def shared_tensor_of(array: np.ndarray) -> torch.Tensor | None:
@@ -59,6 +63,10 @@ def reduce_with_torch(array: np.ndarray):
         low, high = span(array.shape, array.strides, array.dtype.itemsize)
         if 0 <= offset + low and offset + high <= storage.nbytes():
             return rebuild_from_torch, (_byte_tensor(storage), offset, array.strides, *layout)
+    try:
+        check_room(array.nbytes)  # torch reserves no pages: a full /dev/shm would be SIGBUS at the copy
+    except MemoryError:
+        return pickled_as_usual(array, _NO_ROOM)
     storage = torch.UntypedStorage._new_shared(array.nbytes)
     byte_tensor = _byte_tensor(storage)
     copy = copy_into(byte_tensor.numpy(), 0, array)
