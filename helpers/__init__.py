@@ -1,6 +1,8 @@
-"""Shared Arrays Lab helpers, in four layers; each imports only the layers listed before it.
+"""Shared Arrays Lab helpers: three layers on top of the take-home library; each imports only the
+layers listed before it.
 
-- ``sharedarrays``: the take-home library (NumPy and the standard library only).
+- ``sharedarrays``: the take-home library, a distribution of its own (``library/``; NumPy and the
+  standard library only).
 - ``helpers.measure``: sizes and machine facts, timing, the process-tree memory sampler, floors.
 - ``helpers.lessons``: one module per lesson, with its demo code and worker functions.
 - ``helpers.bench``: ``python -m helpers.bench``, every strategy side by side, lesson 11's panel.

@@ -60,9 +60,12 @@ import os
 import threading
 import traceback
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import resource_tracker
+from multiprocessing.context import BaseContext
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -93,6 +96,7 @@ from sharedarrays.transit import (
 from sharedarrays.units import MiB
 
 DEFAULT_MIN_SHARED_BYTES = 1 * MiB
+T = TypeVar("T")
 # The mappings of the workers' result segments in this process: memory the caller did not share on
 # purpose, so an earlier result passed back in reaches a worker copy-on-write, never writable.
 _RESULT_MAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -172,9 +176,10 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
     ``pickled_fallbacks``: how many big arrays were pickled because /dev/shm had no room.
     """
 
-    def __init__(self, max_workers=None, mp_context=None, initializer=None, initargs=(), *,
-                 max_tasks_per_child=None, min_shared_bytes: int = DEFAULT_MIN_SHARED_BYTES,
-                 idle_cap_bytes: int | None = None):
+    def __init__(self, max_workers: int | None = None, mp_context: BaseContext | None = None,
+                 initializer: Callable[..., object] | None = None, initargs: tuple = (), *,
+                 max_tasks_per_child: int | None = None, min_shared_bytes: int = DEFAULT_MIN_SHARED_BYTES,
+                 idle_cap_bytes: int | None = None) -> None:
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")  # the stdlib's check, word for word
         # Workers forked before the parent's resource tracker runs would each start one of their
@@ -195,7 +200,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         """Big arrays (arguments and results) pickled so far because /dev/shm had no room for them."""
         return self._fallbacks.count
 
-    def submit(self, fn, /, *args, **kwargs) -> Future:
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         task = _Task(self, fn, args, kwargs)
         # Counted before the pool can see it: a shutdown() from another thread between the two
         # would otherwise find nothing outstanding and close the segment pool under the queued task.

@@ -20,10 +20,11 @@ number of *holders*: items in flight plus receptions still alive. A first share 
 item in flight, which the reception then takes over); sending on an array that views a lent
 segment adds 1 (the new item); when every view a reception made is gone (``weakref.finalize`` on
 its own buffer export) it takes 1 off. The last one calls ``segment_pool.mark_returned`` and the
-sender's pool reclaims the segment, warm, at its next lease. Updates take an exclusive ``flock``
-on the segment, so processes never lose one. A forked child counts the receptions it inherits;
-a process that exits (also through ``os._exit``, via ``multiprocessing.util``'s exit hooks)
-releases what it still holds.
+sender's pool reclaims the segment, warm, at its next lease. The count is kept by
+``sharedarrays.segment_holds``, the one protocol the executor's segments use too: updates take an
+exclusive ``flock`` on the segment, so processes never lose one; a forked child is counted for the
+receptions it inherits by its parent, before ``fork``; a process that exits (also through
+``os._exit``, via ``multiprocessing.util``'s exit hooks) releases what it still holds.
 
 Contract: one receiver per send (like a queue item). An item never received, or held by a
 process killed with SIGKILL, keeps its segment lent until the sender's pool closes, which unlinks
@@ -35,14 +36,9 @@ would otherwise unlink them, with a warning, only when the whole program ends.
 
 from __future__ import annotations
 
-import fcntl
-import itertools
 import mmap
 import os
-import sys
-import threading
 import weakref
-from collections.abc import Callable
 from multiprocessing import util
 
 import numpy as np
@@ -54,32 +50,23 @@ from sharedarrays._segments import (
     creator_pid,
     forget_in_resource_tracker,
     mapping_under,
-    open_existing,
     pickled_as_usual,
     process_alive,
     refuse_objects,
     segment_names,
     unlink,
 )
-from sharedarrays.segment_pool import HEADER_BYTES, SegmentPool, mark_returned
+from sharedarrays.segment_holds import EXIT_PRIORITY, HOLDERS_OFFSET, count_holders, hold_segment, holders_of
+from sharedarrays.segment_pool import HEADER_BYTES, SegmentPool
 from sharedarrays.shm import ArrayHandle, handle_of
 
-EXIT_PRIORITY = -10  # multiprocessing exit hooks: after queues' feeder threads flushed (-5)
-HOLDERS_OFFSET = 8  # header byte where the int64 count of holders lives (after the pool's state word)
+__all__ = ["holders_of"]  # re-exported: the holder count of a lent segment (segment_holds defines it)
 
 _MAPS: weakref.WeakValueDictionary[str, mmap.mmap] = weakref.WeakValueDictionary()  # name -> our mapping
 _LENT_MAPS: weakref.WeakKeyDictionary[mmap.mmap, bool] = weakref.WeakKeyDictionary()  # maps of lent segments
-_HELD: dict[int, weakref.finalize] = {}  # receptions of lent segments still alive in this process
 _LENDERS: set[int] = set()  # pids of the other processes this one received lent segments from
-_tokens = itertools.count()
 _pool: SegmentPool | None = None  # set by sharedarrays.reducers while the torch-free way is active
 _no_room_notice = OnceNotice()  # an array pickled for want of room, said once per pool
-# Held while a thread holds a segment's flock, and across fork(): a child must not inherit a lock
-# that a thread of its parent holds through a descriptor the child also inherited.
-_flock_guard = threading.Lock()
-# Per thread: .inside (it is in count_holders or forking: it holds or wants the guard) and
-# .deferred (releases a finalizer asked for meanwhile, run once the guard is let go).
-_counting = threading.local()
 
 
 def set_pool(pool: SegmentPool | None) -> None:
@@ -122,79 +109,8 @@ def _header(segment_map: mmap.mmap) -> np.ndarray:
     return np.frombuffer(segment_map, np.uint8, count=HEADER_BYTES)
 
 
-def holders_of(array: np.ndarray) -> np.ndarray:
-    """A live int64 view of the holder count in the header of the lent segment ``array`` views."""
-    header = _header(mapping_under(array))
-    return header[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)
-
-
-def count_holders(name: str, header: np.ndarray, delta: int) -> int | None:
-    """Add ``delta`` to the holders of lent segment ``name`` (``header``: its first bytes, uint8)
-    under an exclusive flock; return the new count, or None if the segment is gone."""
-    holders = header[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)
-    # Anything that allocates in here may start the cyclic GC, which may run a release finalizer
-    # on this thread: that one must not wait for the locks this thread holds (it would wait forever),
-    # so it queues itself (release_later) and runs right after they are let go.
-    _start_counting()
-    try:
-        with _flock_guard:
-            try:
-                fd = open_existing(name)
-            except FileNotFoundError:
-                return None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                holders[0] += delta
-                return int(holders[0])
-            finally:
-                os.close(fd)  # the only fd of this open file: closing it releases the lock
-    finally:
-        _stop_counting()
-
-
-def _start_counting() -> None:
-    """This thread is about to take the guard: from now, releases wait (``release_later``). Its queue
-    exists before the flag is up, so nothing in ``release_later`` has to allocate one."""
-    if getattr(_counting, "deferred", None) is None:
-        _counting.deferred = []
-    _counting.inside = True
-
-
-def _stop_counting() -> None:
-    """The guard is let go: run what waited, each release on its own (one that fails is reported,
-    as a finalizer's error is, and the others still run)."""
-    _counting.inside = False
-    queue = _counting.deferred
-    while queue:
-        release, args = queue.pop()
-        try:
-            release(*args)
-        except Exception:
-            sys.excepthook(*sys.exc_info())
-
-
-def release_later(release: Callable, *args) -> bool:
-    """True, with ``release(*args)`` queued, when this thread is inside ``count_holders`` (a finalizer
-    the GC ran there) or forking; it then runs as soon as the guard is let go."""
-    if getattr(_counting, "inside", False):
-        _counting.deferred.append((release, args))
-        return True
-    return False
-
-
-def _release(token: int, name: str, header: np.ndarray, pid: int) -> None:
-    """A reception's views are all gone: take its holder off; the last one returns the segment.
-
-    Only in the process that counted it (``pid``): a forked child counts what it inherits again,
-    under its own pid, and must not take off its parent's holder for a view that died in it first.
-    """
-    if release_later(_release, token, name, header, pid):
-        return
-    _HELD.pop(token, None)
-    if pid != os.getpid():
-        return
-    if count_holders(name, header, -1) == 0:
-        mark_returned(header)
+def _after_release(name: str) -> None:
+    """A reception of segment ``name`` was let go: if its lender died meanwhile, unlink what it left."""
     lender = creator_pid(name)
     if lender in _LENDERS and not process_alive(lender):
         unlink_segments_of_dead_lenders()
@@ -272,28 +188,18 @@ def rebuild_from_segment(handle: ArrayHandle, lent: bool, writeable: bool) -> np
         lender = creator_pid(handle.name)
         if lender is not None and lender != os.getpid():
             _LENDERS.add(lender)
-        token = next(_tokens)
-        _watch(root.base, token, handle.name, _header(segment_map))
+        # The sender counted this item in flight; the reception takes that holder over.
+        hold_segment(handle.name, root, counted=True, after_release=_after_release)
+        _exit_hook.ensure()
     array = np.ndarray(handle.shape, handle.dtype, buffer=root, offset=handle.offset, strides=handle.strides)
     if not writeable:
         array.flags.writeable = False
     return array
 
 
-def _watch(buffer: object, token: int, name: str, header: np.ndarray) -> None:
-    """Take this process's holder of ``name`` off when ``buffer`` (the reception's export) goes."""
-    _HELD[token] = weakref.finalize(buffer, _release, token, name, header, os.getpid())
-    _exit_hook.ensure()
-
-
-def release_everything_held() -> None:
-    """Give back every lent segment this process still views (at exit: the views die with it)."""
-    for finalizer in list(_HELD.values()):
-        finalizer()
-
-
 def _at_exit() -> None:
-    release_everything_held()
+    """Close this process's pool (its lent segments unlinked) and unlink what dead lenders left.
+    (The receptions it still holds are let go by ``segment_holds``' own exit hook.)"""
     if _pool is not None:
         _pool.close()
     unlink_segments_of_dead_lenders()
@@ -302,44 +208,21 @@ def _at_exit() -> None:
 _exit_hook = ExitHook(_at_exit, EXIT_PRIORITY)  # in place while this process lends or holds
 
 
-def _before_fork() -> None:
-    """Take the guard (a child must not inherit it held) with this thread marked as counting, so a
-    release the GC runs in the fork's other hooks waits instead of waiting on the guard."""
-    _start_counting()
-    _flock_guard.acquire()
-
-
-def _after_fork_in_parent() -> None:
-    _flock_guard.release()
-    _stop_counting()
-
-
 def _after_fork_in_child() -> None:
-    """A forked child holds what its parent held (count it, under the child's pid) and must not
-    lend the parent's segments."""
+    """A forked child must not lend its parent's segments (a pool of its own) and leaves the processes
+    its parent received from to the parent. What it holds was counted for it before the fork
+    (``segment_holds``)."""
     global _pool
-    _flock_guard.release()
-    _stop_counting()  # what waited was the parent's (its pid): a no-op here
-    for token, finalizer in list(_HELD.items()):
-        found = finalizer.peek()
-        if found is not None:
-            buffer, _, (_, name, header, _), _ = found
-            finalizer.detach()
-            count_holders(name, header, +1)
-            _watch(buffer, token, name, header)
     if _pool is not None:
         _pool = SegmentPool(_pool.idle_cap_bytes)  # the inherited one lends the parent's segments
-    _LENDERS.clear()  # the parent looks after the processes it received from
-    if _pool is not None or _HELD:
-        _exit_hook.ensure()
+    _LENDERS.clear()
 
 
 def _after_multiprocessing_fork() -> None:
     """multiprocessing clears a forked child's exit hooks after ``os.fork`` returns: add ours back."""
-    if _pool is not None or _HELD:
+    if _pool is not None:
         _exit_hook.ensure()
 
 
-os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                    after_in_child=_after_fork_in_child)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 util.register_after_fork(_after_multiprocessing_fork, lambda hook: hook())

@@ -80,12 +80,15 @@ def share_arrays_with_shared_memory(idle_cap_bytes: int | None = None) -> None:
     _start("shared_memory", lent_segments.reduce_with_shared_memory, idle_cap_bytes)
 
 
-def share_arrays(how: str) -> None:
-    """Enable the way named ``how`` ('torch' or 'shared_memory'); usable as a Pool initializer."""
+def share_arrays(how: str, *, idle_cap_bytes: int | None = None) -> None:
+    """Enable the way named ``how`` ('torch' or 'shared_memory'); usable as a Pool initializer.
+    ``idle_cap_bytes`` (the torch-free way only): bytes of returned segments kept for reuse."""
     if how == "torch":
+        if idle_cap_bytes is not None:
+            raise ValueError("idle_cap_bytes applies to the 'shared_memory' way only: torch keeps no pool")
         share_arrays_with_torch()
     elif how == "shared_memory":
-        share_arrays_with_shared_memory()
+        share_arrays_with_shared_memory(idle_cap_bytes)
     else:
         raise ValueError(f"how must be one of {WAYS}, got {how!r}")
 
@@ -111,12 +114,12 @@ def stop_sharing_arrays() -> None:
 
 
 @contextmanager
-def sharing_arrays(how: str) -> Iterator[None]:
+def sharing_arrays(how: str, *, idle_cap_bytes: int | None = None) -> Iterator[None]:
     """Share arrays the way ``how`` names inside the block; undo it after (unless it was already on)."""
     if how not in WAYS:
         raise ValueError(f"how must be one of {WAYS}, got {how!r}")
     already = _active_way == how
-    share_arrays(how)
+    share_arrays(how, idle_cap_bytes=idle_cap_bytes)
     try:
         yield
     finally:

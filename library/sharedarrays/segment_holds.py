@@ -1,34 +1,104 @@
-"""Who still views a pooled segment: a count of *holders* in the segment's header.
+"""Who still views a pooled segment: a count of *holders* in the segment's header, one protocol.
 
-Pooled segments (``sharedarrays.segment_pool``) carry the count in their header
-(``sharedarrays.lent_segments``' layout and lock): every process that views one counts once for
-each reception still alive (``hold_segment``); the last one to let go marks the segment returned,
-and only then does its pool lend it again. A process that views a segment only while another holder
-is sure to hold it too (a worker, during a task the parent holds it for) may wait to count itself
-until it knows whether it keeps a view (``view_uncounted``, then ``settle_uncounted``): most tasks
-keep none, and so take no lock at all. A forked child is counted for what it inherits (by the
-parent, before ``fork``: the parent may let go as soon as it returns); a process that exits (also
-through ``os._exit``, via ``multiprocessing.util``'s exit hooks) lets go of what it holds.
-``sharedarrays.transit`` (the worker's side) and ``sharedarrays.executor`` (the parent's) count.
+Every pooled segment (``sharedarrays.segment_pool``: the executor's, and the segments the torch-free
+reduction lends, ``sharedarrays.lent_segments``) carries the count in its header: an int64 at byte
+``HOLDERS_OFFSET``, updated under an exclusive ``flock`` on the segment so that processes never
+lose one. Every process that views one counts once for each reception still alive
+(``hold_segment``); the last one to let go marks the segment returned, and only then does its pool
+lend it again. A process that views a segment only while another holder is sure to hold it too (a
+worker, during a task the parent holds it for) may wait to count itself until it knows whether it
+keeps a view (``view_uncounted``, then ``settle_uncounted``): most tasks keep none, and so take no
+lock at all. A forked child is counted for what it inherits by the parent, before ``fork`` (the
+parent may let go as soon as ``fork`` returns), and watches it under its own pid; a process that
+exits (also through ``os._exit``, via ``multiprocessing.util``'s exit hooks) lets go of what it
+holds. ``sharedarrays.transit`` (the worker's side), ``sharedarrays.executor`` (the parent's) and
+``sharedarrays.lent_segments`` (the reductions) all count through this module.
 """
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
+import sys
+import threading
 import weakref
+from collections.abc import Callable
 from multiprocessing import util
 
 import numpy as np
 
-from sharedarrays._segments import ExitHook, mapping_under
-from sharedarrays.lent_segments import EXIT_PRIORITY, HOLDERS_OFFSET, count_holders, release_later
+from sharedarrays._segments import ExitHook, mapping_under, open_existing
 from sharedarrays.segment_pool import HEADER_BYTES, mark_returned
 
+EXIT_PRIORITY = -10  # multiprocessing exit hooks: after queues' feeder threads flushed (-5)
+HOLDERS_OFFSET = 8  # header byte where the int64 count of holders lives (after the pool's state word)
+
 _HOLDS: dict[int, weakref.finalize] = {}  # this process's receptions of pooled segments still alive
+_AFTER_RELEASE: dict[int, Callable[[str], None]] = {}  # token -> what to call once its hold is let go
 _UNCOUNTED: dict[int, tuple[weakref.ref, str]] = {}  # token -> (views' export, name): viewed, not counted yet
 _FORKING: list[tuple[int, str, np.ndarray]] = []  # (token, name, header) counted for the child being forked
 _hold_tokens = itertools.count()
+# Held while a thread holds a segment's flock, and across fork(): a child must not inherit a lock
+# that a thread of its parent holds through a descriptor the child also inherited.
+_flock_guard = threading.Lock()
+# Per thread: .inside (it is in count_holders or forking: it holds or wants the guard) and
+# .deferred (releases a finalizer asked for meanwhile, run once the guard is let go).
+_counting = threading.local()
+
+
+def count_holders(name: str, header: np.ndarray, delta: int) -> int | None:
+    """Add ``delta`` to the holders of pooled segment ``name`` (``header``: its first bytes, uint8)
+    under an exclusive flock; return the new count, or None if the segment is gone."""
+    holders = header[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)
+    # Anything that allocates in here may start the cyclic GC, which may run a release finalizer
+    # on this thread: that one must not wait for the locks this thread holds (it would wait forever),
+    # so it queues itself (release_later) and runs right after they are let go.
+    _start_counting()
+    try:
+        with _flock_guard:
+            try:
+                fd = open_existing(name)
+            except FileNotFoundError:
+                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                holders[0] += delta
+                return int(holders[0])
+            finally:
+                os.close(fd)  # the only fd of this open file: closing it releases the lock
+    finally:
+        _stop_counting()
+
+
+def _start_counting() -> None:
+    """This thread is about to take the guard: from now, releases wait (``release_later``). Its queue
+    exists before the flag is up, so nothing in ``release_later`` has to allocate one."""
+    if getattr(_counting, "deferred", None) is None:
+        _counting.deferred = []
+    _counting.inside = True
+
+
+def _stop_counting() -> None:
+    """The guard is let go: run what waited, each release on its own (one that fails is reported,
+    as a finalizer's error is, and the others still run)."""
+    _counting.inside = False
+    queue = _counting.deferred
+    while queue:
+        release, args = queue.pop()
+        try:
+            release(*args)
+        except Exception:
+            sys.excepthook(*sys.exc_info())
+
+
+def release_later(release: Callable, *args) -> bool:
+    """True, with ``release(*args)`` queued, when this thread is inside ``count_holders`` (a finalizer
+    the GC ran there) or forking; it then runs as soon as the guard is let go."""
+    if getattr(_counting, "inside", False):
+        _counting.deferred.append((release, args))
+        return True
+    return False
 
 
 def header_of(root: np.ndarray) -> np.ndarray:
@@ -37,23 +107,34 @@ def header_of(root: np.ndarray) -> np.ndarray:
     return np.frombuffer(mapping_under(root), np.uint8, count=HEADER_BYTES)
 
 
-def hold_segment(name: str, root: np.ndarray, *, first: bool = False) -> None:
+def holders_of(array: np.ndarray) -> np.ndarray:
+    """A live int64 view of the holder count in the header of the pooled segment ``array`` views."""
+    return header_of(array)[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)
+
+
+def hold_segment(name: str, root: np.ndarray, *, first: bool = False, counted: bool = False,
+                 after_release: Callable[[str], None] | None = None) -> None:
     """Count this process as a holder of pooled segment ``name`` for as long as ``root`` (bytes of
     its whole mapping) or any view of it lives. ``first``: the segment was just lent to this
-    process, nobody else holds it, so the count starts at 1."""
+    process, nobody else holds it, so the count starts at 1. ``counted``: the sender counted this
+    reception already (an item in flight that this process now takes over). ``after_release(name)``
+    runs in this process once the hold is let go."""
     header = header_of(root)
     if first:
         header[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)[0] = 1
-    else:
+    elif not counted:
         count_holders(name, header, +1)
-    _watch(root.base, name, header)
+    token = _watch(root.base, name, header)
+    if after_release is not None:
+        _AFTER_RELEASE[token] = after_release
 
 
-def _watch(buffer: object, name: str, header: np.ndarray) -> None:
+def _watch(buffer: object, name: str, header: np.ndarray, token: int | None = None) -> int:
     """Take this process's holder of ``name`` off when ``buffer`` (the views' export) goes."""
-    token = next(_hold_tokens)
+    token = next(_hold_tokens) if token is None else token
     _HOLDS[token] = weakref.finalize(buffer, _release_hold, token, name, header, os.getpid())
     _exit_hook.ensure()
+    return token
 
 
 def view_uncounted(name: str, root: np.ndarray) -> int:
@@ -126,8 +207,13 @@ def _release_hold(token: int, name: str, header: np.ndarray, pid: int) -> None:
     if release_later(_release_hold, token, name, header, pid):
         return
     _HOLDS.pop(token, None)
-    if pid == os.getpid() and count_holders(name, header, -1) == 0:
+    after_release = _AFTER_RELEASE.pop(token, None)
+    if pid != os.getpid():
+        return
+    if count_holders(name, header, -1) == 0:
         mark_returned(header)
+    if after_release is not None:
+        after_release(name)
 
 
 def release_every_hold() -> None:
@@ -141,7 +227,9 @@ _exit_hook = ExitHook(release_every_hold, EXIT_PRIORITY)  # in place while this 
 
 def _before_fork() -> None:
     """About to fork: count the child as a holder of everything this process holds or views uncounted,
-    now, so that this process may let go the moment ``fork`` returns (the child takes them over)."""
+    now, so that this process may let go the moment ``fork`` returns (the child takes them over).
+    Then take the guard (a child must not inherit it held) with this thread marked as counting, so a
+    release the GC runs in the fork's other hooks waits instead of waiting on the guard."""
     _FORKING[:] = [(token, name, header) for token, (_, _, name, header) in _holds_alive().items()]
     for token, (export, name) in list(_UNCOUNTED.items()):
         buffer = export()
@@ -149,16 +237,23 @@ def _before_fork() -> None:
             _FORKING.append((token, name, _header_of_export(buffer)))
     for _, name, header in _FORKING:
         count_holders(name, header, +1)
+    _start_counting()
+    _flock_guard.acquire()
 
 
 def _after_fork_in_parent() -> None:
+    _flock_guard.release()
+    _stop_counting()
     _FORKING.clear()
 
 
 def _after_fork_in_child() -> None:
     """Watch, under this pid, what the parent counted for this child (its holds and its uncounted
     views alike: the child counts for both); what already died here (fork frees other threads'
-    frames) is let go at once."""
+    frames) is let go at once. What runs after a release is the parent's business, not the child's."""
+    _flock_guard.release()
+    _stop_counting()  # what waited was the parent's (its pid): a no-op here
+    _AFTER_RELEASE.clear()
     holds = _holds_alive()
     uncounted = {token: export() for token, (export, _) in _UNCOUNTED.items()}
     _UNCOUNTED.clear()  # the child is not in the parent's task: what it views is counted above
@@ -169,7 +264,7 @@ def _after_fork_in_child() -> None:
         else:
             buffer = uncounted.get(token)
         if buffer is not None:
-            _watch(buffer, name, header)
+            _watch(buffer, name, header, token)
         elif count_holders(name, header, -1) == 0:
             mark_returned(header)
     _FORKING.clear()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from multiprocessing import resource_tracker
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from sharedarrays._segments import (
     MAPPED_SEGMENTS,
@@ -106,7 +107,8 @@ class SharedNDArray:
         self._unlinked = False
 
     @classmethod
-    def create(cls, shape: int | tuple[int, ...], dtype=np.float64, order: str = "C") -> SharedNDArray:
+    def create(cls, shape: int | tuple[int, ...], dtype: DTypeLike = np.float64,
+               order: str = "C") -> SharedNDArray:
         """A new segment holding an array of ``shape`` and ``dtype`` (contents zeroed).
 
         Everything is checked before the segment exists (ValueError for a negative dimension or an

@@ -45,7 +45,7 @@ def test_conda_environment_asks_for_the_newest_python_ci_tests():
 def test_binder_scripts_install_the_package_and_hand_over():
     post_build = (ROOT / "binder" / "postBuild").read_text()
     start = (ROOT / "binder" / "start").read_text()
-    assert "set -e" in post_build and "pip install --no-deps -e ." in post_build
+    assert "set -e" in post_build and "pip install --no-deps -e ./library -e ." in post_build
     assert "export OMP_NUM_THREADS=1" in start
     assert start.rstrip().endswith('exec "$@"')
     for script in ("postBuild", "start"):

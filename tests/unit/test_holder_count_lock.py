@@ -18,7 +18,7 @@ PROGRAM = """
     import gc
     import numpy as np
     from multiprocessing.reduction import ForkingPickler
-    from sharedarrays import lent_segments, reducers
+    from sharedarrays import reducers, segment_holds
     from sharedarrays._segments import mapping_under
     from sharedarrays.shm import handle_of
 
@@ -29,7 +29,7 @@ PROGRAM = """
         released = 0
         for threshold in range(2, 40):
             received = ForkingPickler.loads(ForkingPickler.dumps(np.ones(300_000)))
-            held_before = len(lent_segments._HELD)
+            held_before = len(segment_holds._HOLDS)
             gc.collect()
             gc.disable()
             cycle = [received]
@@ -37,10 +37,10 @@ PROGRAM = """
             del received, cycle
             gc.set_threshold(threshold)
             gc.enable()
-            lent_segments.count_holders(name, header, 0)
+            segment_holds.count_holders(name, header, 0)
             gc.set_threshold(700, 10, 10)
             gc.collect()
-            released += len(lent_segments._HELD) == held_before - 1
+            released += len(segment_holds._HOLDS) == held_before - 1
         del keeper
     print("released", released)
 """
@@ -88,3 +88,36 @@ def test_a_release_the_collector_runs_in_a_fork_hook_does_not_hang_the_child():
                               text=True, timeout=60)
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout.strip() == "holders of the kept array: 1", finished.stdout + finished.stderr
+
+
+SLOW_CHILD_PROGRAM = """
+    import gc, os, time
+    os.register_at_fork(after_in_child=lambda: time.sleep(0.3))  # a child slow to run the library's hooks
+    import numpy as np
+    from multiprocessing.reduction import ForkingPickler
+    from sharedarrays import reducers
+
+    with reducers.sharing_arrays("shared_memory"):
+        received = ForkingPickler.loads(ForkingPickler.dumps(np.full(300_000, 1.0)))
+        child = os.fork()
+        if child == 0:  # the child views what it inherited, well after its parent let go
+            time.sleep(0.5)
+            os._exit(0 if float(received.sum()) == 300_000 else 3)
+        del received  # the parent lets go at once: the segment must stay lent, the child views it
+        gc.collect()
+        again = ForkingPickler.loads(ForkingPickler.dumps(np.full(300_000, 9.0)))  # would reuse it
+        _, status = os.waitpid(child, 0)
+        print("child saw its data:", os.waitstatus_to_exitcode(status) == 0)
+        del again
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_forked_child_is_counted_before_the_fork_so_its_parent_may_let_go_at_once():
+    """One protocol for the executor's segments and the reductions' (``segment_holds``): the parent
+    counts the child before ``fork``; counted by the child after it, the segment could be lent again
+    (and overwritten) while the child still views it."""
+    finished = subprocess.run([sys.executable, "-c", textwrap.dedent(SLOW_CHILD_PROGRAM)],
+                              capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "child saw its data: True", finished.stdout + finished.stderr
