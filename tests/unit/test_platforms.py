@@ -100,20 +100,7 @@ def test_without_proc_the_executor_works_and_sweep_keeps_a_live_segment(method):
     assert _ours() == before
 
 
-NO_DEV_SHM_PROGRAM = """
-import os
-import sharedarrays
-from sharedarrays import SharedNDArray, sweep
-
-assert not os.path.exists("/dev/shm"), "/dev/shm is still there"
-assert sweep() == []
-try:
-    SharedNDArray.create(1000)
-except OSError as error:
-    print("refused:", error)
-else:
-    print("created a segment")
-"""
+NO_DEV_SHM_PROGRAM = PROGRAM.format(take_away="", after_import='assert not os.path.exists("/dev/shm")')
 
 
 @needs_root_and_unshare
