@@ -108,6 +108,11 @@ class MemoryReport:
     peak_tracemalloc: int | None = None
     duration: float = 0.0
     sampler_cpu_seconds: float = 0.0
+    # Of the sampler thread's CPU time: its exact PSS/USS reads, the part of them it could not
+    # refuse (a mark asked for one, or a process was new), and the costliest single exact read.
+    sampler_exact_cpu_seconds: float = 0.0
+    sampler_forced_cpu_seconds: float = 0.0
+    sampler_largest_read_seconds: float = 0.0
     exact_samples: int = 0  # samples whose PSS/USS were read afresh (the others carry them over)
     sampler_thread_id: int | None = None
     _clock_start: float = field(default_factory=time.perf_counter, repr=False)
@@ -238,6 +243,7 @@ class _TreeSampler:
         self.exact: dict[int, ProcessMemory] = {}
         self.exact_time = float("-inf")
         self.exact_cpu_seconds = 0.0  # CPU time the last sample spent on its exact read
+        self.forced_cpu_seconds = 0.0  # of which, reads the budget could not refuse
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
 
@@ -260,9 +266,10 @@ class _TreeSampler:
         rss = {pid: resident_bytes(pid, self.files) for pid in pids}
         self.files.sweep_untouched()
         processes: dict[int, ProcessMemory] = {}
-        self.exact_cpu_seconds = 0.0
+        self.exact_cpu_seconds = self.forced_cpu_seconds = 0.0
         wanted, self.report._exact_wanted = self.report._exact_wanted, False
-        exact = (exact or wanted or (refresh_allowed and now - self.exact_time >= REFRESH_SECONDS)
+        forced = exact or wanted
+        exact = (forced or (refresh_allowed and now - self.exact_time >= REFRESH_SECONDS)
                  or (change_allowed and self._tree_changed(pids, rss)))
         if exact:
             exact_start = time.thread_time()
@@ -273,12 +280,15 @@ class _TreeSampler:
             self.exact, self.exact_time = dict(processes), now
             self.report.exact_samples += 1
             self.exact_cpu_seconds = time.thread_time() - exact_start
+            if forced:
+                self.forced_cpu_seconds = self.exact_cpu_seconds
         else:
             for pid in pids:
                 if pid not in self.exact:  # a process never read exactly yet: read it alone
                     read_start = time.thread_time()
                     measured = process_memory(pid)
                     self.exact_cpu_seconds += time.thread_time() - read_start
+                    self.forced_cpu_seconds += time.thread_time() - read_start
                     if measured is not None:
                         self.exact[pid] = processes[pid] = measured
                 elif rss[pid] is not None:
@@ -322,6 +332,10 @@ class _TreeSampler:
                             refresh_allowed=credit > BURST_CPU_SECONDS / 2))
             cpu_now, wall_now = time.thread_time(), time.perf_counter()
             exact_cost = self.exact_cpu_seconds
+            self.report.sampler_exact_cpu_seconds += exact_cost
+            self.report.sampler_forced_cpu_seconds += self.forced_cpu_seconds
+            self.report.sampler_largest_read_seconds = max(self.report.sampler_largest_read_seconds,
+                                                           exact_cost - self.forced_cpu_seconds)
             # A smoothed cost: one slow sample (a process starting up) must not stall sampling.
             cheap_cost = 0.8 * cheap_cost + 0.2 * max(0.0, cpu_now - cpu_before - exact_cost)
             credit = min(BURST_CPU_SECONDS, credit + (wall_now - wall_before) * half_share) - exact_cost

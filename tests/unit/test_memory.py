@@ -197,10 +197,21 @@ def test_the_sampler_samples_while_a_tree_changes():
     held = report.window("busy holding", "busy end")
     assert len(held) >= 3
     assert report.exact_samples >= 3  # the workers' arrival was read exactly, not only carried over
-    # While the tree changes the sampler may spend its bucket and borrow as much again
-    # (1.5 bursts) on top of its average share; a smoothing slack of 10 ms covers cheap samples.
-    allowed = TARGET_CPU_SHARE * report.duration + 1.5 * BURST_CPU_SECONDS + 0.01
-    assert report.sampler_cpu_seconds <= allowed
+    # The exact reads' token bucket, an invariant whatever the load: credit starts at half a
+    # burst and accrues at half the target share; a read the budget may refuse starts only while
+    # the debt is under half a burst, so the last one can overshoot by its own cost; reads it may
+    # not refuse (marks, a process seen for the first time) are paid from the same credit later.
+    budgeted = report.sampler_exact_cpu_seconds - report.sampler_forced_cpu_seconds
+    bucket = (TARGET_CPU_SHARE / 2 * report.duration + BURST_CPU_SECONDS
+              + report.sampler_largest_read_seconds)
+    print(f"exact reads {report.sampler_exact_cpu_seconds:.3f} s (forced "
+          f"{report.sampler_forced_cpu_seconds:.3f}), bucket {bucket:.3f} s, "
+          f"all {report.sampler_cpu_seconds:.3f} s in {report.duration:.2f} s")
+    assert budgeted <= bucket
+    # The cheap RSS samples are spaced by a smoothed cost, so they have no hard bound: on a busy
+    # CPU they stay within the promise's remaining share, with 20 ms for the smoothing's lag.
+    cheap = report.sampler_cpu_seconds - report.sampler_exact_cpu_seconds
+    assert cheap <= (MAX_CPU_SHARE - TARGET_CPU_SHARE / 2) * report.duration + 0.02
 
 
 def test_tracemalloc_sees_numpy_buffers_and_shm_counter_sees_segments():
