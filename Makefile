@@ -55,9 +55,11 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check library helpers tests tools
 	$(BIN)/python -m tools.check_layers
 
-# UNIT_ARGS: more pytest arguments (.ci/run leaves the fault matrix to the default Python's run)
+# UNIT_ARGS: more pytest arguments; UNIT_PATHS: what to collect (.ci/run gives the other Pythons a list
+# of test files in UNIT_ARGS, with UNIT_PATHS empty, and leaves the fault matrix to the default Python)
+UNIT_PATHS ?= tests/unit
 unit: $(INSTALLED)
-	$(BIN)/pytest tests/unit $(UNIT_ARGS)
+	$(BIN)/pytest $(UNIT_PATHS) $(UNIT_ARGS)
 
 # The performance targets of the executor and the reductions at 100 MiB (about 15 s);
 # LAB_BENCH_LARGE=1 adds 1000 MiB.
