@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 HEADING = "## Before the next lesson"
-SHUT_DOWN = "Shut this kernel down before the next lesson"
+LAST_HEADING = "## When you are done"  # the last lesson has no next one
+SHUT_DOWN = "Shut this kernel down"  # what the browser test looks for, in either heading's text
 SHUT_DOWN_EARLIER = "shut down the kernels of the earlier lessons before you run this one"
 HEAVY = {  # lesson stem -> what it keeps loaded
     "09_pickler_reductions_torch": "PyTorch",
@@ -24,13 +25,17 @@ HEAVY = {  # lesson stem -> what it keeps loaded
 }
 
 
-def markdown_for(stem: str) -> str:
-    text = (f"{HEADING}\n\nJupyterLab keeps this kernel running when you open the next lesson. The next "
+def markdown_for(stem: str, last: bool = False) -> str:
+    """The closing section's text; ``last``: the course's last lesson, which has no next one."""
+    heading, when = (LAST_HEADING, "when you are done") if last else (HEADING, "before the next lesson")
+    keeps = "until you shut it down" if last else "when you open the next lesson"
+    text = (f"{heading}\n\nJupyterLab keeps this kernel running {keeps}. The next "
             "cell frees what this lesson left in it (its arrays, figures and cached cell results: run the "
             "lesson again to explore further) and measures what stays.")
     if stem in HEAVY:
-        text += (f" **{SHUT_DOWN}** (Kernel → Shut Down Kernel): it keeps {HEAVY[stem]} loaded, which only "
-                 "a shutdown frees, and on Binder one memory limit covers every kernel you leave running.")
+        text += (f" **{SHUT_DOWN} {when}** (Kernel → Shut Down Kernel): it keeps {HEAVY[stem]} loaded, "
+                 "which only a shutdown frees, and on Binder one memory limit covers every kernel you leave "
+                 "running.")
     return text
 
 
@@ -54,7 +59,7 @@ def add_to(path: Path) -> None:
     notebook = json.loads(path.read_text())
     cells = notebook["cells"]
     for index, cell in enumerate(cells):
-        if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(HEADING):
+        if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith((HEADING, LAST_HEADING)):
             del cells[index:index + 2]
             break
     for index, cell in enumerate(cells):
@@ -64,8 +69,9 @@ def add_to(path: Path) -> None:
     if path.stem in HEAVY:
         cells.insert(1, {"cell_type": "markdown", "id": "before-you-run-this-lesson", "metadata": {},
                          "source": _lines(note_for(path.stem))})
+    last = path == max(path.parent.glob("[0-9][0-9]_*.ipynb"))
     cells.append({"cell_type": "markdown", "id": "before-the-next-lesson", "metadata": {},
-                  "source": _lines(markdown_for(path.stem))})
+                  "source": _lines(markdown_for(path.stem, last))})
     cells.append({"cell_type": "code", "execution_count": None, "id": "release-this-kernel",
                   "metadata": {"tags": ["nbval-ignore-output"]}, "outputs": [], "source": _lines(CODE)})
     path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")

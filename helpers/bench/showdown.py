@@ -99,16 +99,21 @@ def format_table(results: Sequence, floors: tuple[Timing, Timing]) -> str:
              f"{'floor (a): copy into warm memory':<44} {format_seconds(warm.median):>9} {'1×':>8}",
              f"{'floor (b): copy into a new shm segment':<44} {format_seconds(fresh.median):>9} "
              f"{_ratio(fresh.median, warm.median):>8}"]
+    unmeasured = []  # footnotes: why a row's memory columns are empty
     for r in ran(results).values():
         round_trip = r.round_trip.median if r.round_trip is not None else None
         setup = "-" if r.setup_s is None else format_seconds(r.setup_s)
+        pss, shm = _arrays(r.pss_added_bytes, r.array_bytes), _arrays(r.shm_added_bytes, r.array_bytes)
+        if r.pss_added_bytes is None:
+            unmeasured.append(f"{'*' * (len(unmeasured) + 1)} {r.title}: {r.notes or 'memory not measured'}")
+            pss = shm = "*" * len(unmeasured)
         lines.append(
             f"{r.title[:44]:<44} {_time(r.fan_out):>9} {_ratio(r.fan_out.median, warm.median):>8} "
             f"{_time(r.round_trip):>10} {_ratio(round_trip, warm.median):>8} {setup:>9} "
-            f"{_arrays(r.pss_added_bytes, r.array_bytes):>7} {_arrays(r.shm_added_bytes, r.array_bytes):>7}")
+            f"{pss:>7} {shm:>7}")
     lines.append("(PSS + and shm +: added while every worker held the array, in arrays; "
                  "×(a): over floor (a))")
-    return "\n".join(lines)
+    return "\n".join(lines + unmeasured)
 
 
 def plot_times(results: Sequence, floors: tuple[Timing, Timing], ax=None, log: bool = True):
@@ -306,3 +311,108 @@ def added_arrays(results: Sequence) -> dict[str, float]:
     strategies that ran and whose memory was measured)."""
     return {name: r.pss_added_bytes / r.array_bytes for name, r in ran(results).items()
             if r.pss_added_bytes is not None}
+
+
+# glibc's malloc serves a block of at least its mmap threshold with a mapping of its own, returned to
+# the kernel on free; after such a free it raises the threshold to that block's size, up to 32 MiB
+# (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit), so later blocks of that size come from the heap, which
+# keeps freed blocks for reuse. tests/unit/test_strategies.py measures it (MALLOC_MMAP_THRESHOLD_).
+GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
+
+
+def memory_groups(results: Sequence) -> dict[str, list[str]]:
+    """The strategies that ran, by what the tree's PSS added while every worker held the array:
+    'none' (under a quarter of an array), 'one' (one copy, however many workers), 'per worker' (one
+    per worker), 'per worker and one' (and one more, a server's), 'more' (anything else)."""
+    groups: dict[str, list[str]] = {"none": [], "one": [], "per worker": [], "per worker and one": [],
+                                    "more": []}
+    for name, added in added_arrays(results).items():
+        n_workers = ran(results)[name].n_workers
+        if added < 0.25:
+            groups["none"].append(name)
+        elif abs(added - 1) <= 0.25:
+            groups["one"].append(name)
+        elif abs(added - n_workers) <= 0.25:
+            groups["per worker"].append(name)
+        elif abs(added - n_workers - 1) <= 0.25:
+            groups["per worker and one"].append(name)
+        else:
+            groups["more"].append(name)
+    return groups
+
+
+def memory_what_to_see(results: Sequence, references: Sequence) -> str:
+    """Markdown for lesson 11's memory plot, every group and figure read from ``results`` (and, for
+    a way that added more than its copies, from the larger sizes of the ``references``)."""
+    added, groups = added_arrays(results), memory_groups(results)
+    if not added:
+        return "*What to see:* no strategy's memory was measured in this run."
+    n_workers = next(iter(ran(results).values())).n_workers
+    array_bytes = next(iter(ran(results).values())).array_bytes
+
+    def names(group: str) -> str:
+        return ", ".join(f"`{name}` ({added[name]:+.2f})" for name in groups[group])
+
+    said = {
+        "none": "add nothing: their workers read pages the tree already counted",
+        "one": "add one array however many workers map it: PSS counts a shared page once",
+        "per worker": f"add one array per worker ({n_workers}): each worker, or each task, has a copy",
+        "per worker and one": "add one per worker and one more: the manager's server holds its own",
+    }
+    parts = [f"{names(group)} {text}" for group, text in said.items() if groups[group]]
+    text = "*What to see* (in arrays, this run): " + "; ".join(parts) + "."
+    if groups["more"] and array_bytes >= GLIBC_MMAP_THRESHOLD_MAX:
+        text += f" {names('more')} added more than their copies; this run does not say why."
+    elif groups["more"]:
+        larger = [r for r in references if r.size_bytes >= GLIBC_MMAP_THRESHOLD_MAX]
+        text += (f" {names('more')} added more than their copies. The rest is pickled data already "
+                 "freed that the processes' allocator keeps: glibc's malloc keeps freed blocks under "
+                 f"{format_bytes(GLIBC_MMAP_THRESHOLD_MAX)} in its heap for reuse, and this array is "
+                 f"{format_bytes(array_bytes)}.")
+        if larger:
+            at = "; ".join(f"{format_bytes(r.size_bytes)}: " + ", ".join(
+                f"`{name}` {r.pss_added[name]:+.2f}" for name in groups["more"]
+                if r.pss_added.get(name) is not None) for r in larger)
+            text += f" Above that size, in the reference results, the same ways added ({at})."
+    return text
+
+
+# The strategies whose round trip brings the result back pickled through a pipe (their mechanisms'
+# notes say so): a pickled copy of the result on top of making it.
+RESULT_PICKLED_BACK = ("pickle", "send_once", "manager", "fork_cow", "joblib")
+
+
+def _span(ratios: dict[str, float]) -> str:
+    low, high = min(ratios, key=ratios.__getitem__), max(ratios, key=ratios.__getitem__)
+    return (f"{ratios[low]:.3g}× (`{low}`) to {ratios[high]:.3g}× (`{high}`), a spread of "
+            f"{ratios[high] / ratios[low]:.3g}×")
+
+
+def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
+    """Markdown for lesson 11's time plot, every ordering and spread read from ``results``: the
+    slowest fan-outs, the fan-outs' and the round trips' spread over floor (a), which of the two is
+    closer together, and which ways' round trips are slowest and whether they pickle the result back."""
+    warm = floors[0].median
+    done = ran(results)
+    fan = {name: r.fan_out.median / warm for name, r in done.items() if r.fan_out is not None}
+    trip = {name: r.round_trip.median / warm for name, r in done.items() if r.round_trip is not None}
+    if len(fan) < 2 or len(trip) < 2:
+        return "*What to see:* too few strategies ran here to compare."
+    slow_fans = sorted(fan, key=fan.__getitem__, reverse=True)[:2]
+    slow_trips = sorted(trip, key=trip.__getitem__, reverse=True)[:len(RESULT_PICKLED_BACK)]
+    fan_spread, trip_spread = max(fan.values()) / min(fan.values()), max(trip.values()) / min(trip.values())
+    closer = "closer together than" if trip_spread < fan_spread else "further apart than"
+    pickled = [name for name in slow_trips if name in RESULT_PICKLED_BACK]
+    text = ("*What to see* (this run, × floor (a)): the slowest fan-outs are "
+            + " and ".join(f"`{name}` ({fan[name]:.3g}×)" for name in slow_fans)
+            + f". Fan-outs run from {_span(fan)}; round trips from {_span(trip)}: the round trips are "
+            f"{closer} the fan-outs (orange against blue). A round trip brings a new array back, so "
+            "every way pays at least a copy or new pages for it; ")
+    if pickled:
+        text += (f"of the {len(slow_trips)} slowest round trips, {len(pickled)} ("
+                 + ", ".join(f"`{name}`" for name in pickled)
+                 + ") bring the result back pickled through a pipe, a copy more than the ways that "
+                 "write it into shared memory.")
+    else:
+        text += "none of the slowest round trips pickles its result back here."
+    return text

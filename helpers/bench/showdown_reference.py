@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.measure.timing import Timing
@@ -31,7 +31,8 @@ class Reference:
     """One reference run at one size: ratios to its own floor (a), by strategy name.
 
     ``fan_out`` and ``round_trip`` map a strategy name to its median over floor (a) (None where
-    that strategy did not run or returns nothing); ``skipped`` maps a name to the reason.
+    that strategy did not run or returns nothing); ``pss_added`` to what the tree's PSS added while
+    every worker held the array, in arrays (None: not measured); ``skipped`` maps a name to the reason.
     """
 
     path: Path
@@ -43,6 +44,7 @@ class Reference:
     fan_out: dict[str, float | None]
     round_trip: dict[str, float | None]
     skipped: dict[str, str]
+    pss_added: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def fan_out_ran(self) -> dict[str, float]:
@@ -114,7 +116,9 @@ def load_reference(path: Path, size_bytes: int) -> Reference:
         floor_warm_s=floor,
         fan_out={row["name"]: ratio(row, "fan_out_median_s") for row in at_size},
         round_trip={row["name"]: ratio(row, "round_trip_median_s") for row in at_size},
-        skipped={row["name"]: row["skipped"] for row in at_size if row.get("skipped")})
+        skipped={row["name"]: row["skipped"] for row in at_size if row.get("skipped")},
+        pss_added={row["name"]: None if row.get("pss_added_bytes") is None or row.get("skipped")
+                   else row["pss_added_bytes"] / size for row in at_size})
 
 
 def load_newest(size_bytes: int, folder: Path = RESULTS) -> Reference | str:

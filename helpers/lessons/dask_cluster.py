@@ -238,6 +238,18 @@ def _role_growth(report: MemoryReport, began: float, ended: float) -> dict[str, 
     return growth
 
 
+def _mark_while_every_task_holds(report: MemoryReport, arrived: str, n_tasks: int,
+                                 hold_seconds: float) -> None:
+    """Once every task has arrived (``sum_and_hold``), mark the report twice inside the holds: a mark
+    makes the sampler read PSS exactly, so the window is measured, not carried over from before."""
+    deadline = time.monotonic() + ARRIVAL_TIMEOUT
+    while len(os.listdir(arrived)) < n_tasks and time.monotonic() < deadline:
+        time.sleep(0.005)
+    for mark in ("every task holds", "every task still holds"):
+        time.sleep(hold_seconds / 4)
+        report.mark(mark)
+
+
 def held_fan_out(session: DaskSession, array: np.ndarray, how: str, hold_seconds: float = 0.8
                  ) -> DaskFanOutMemory:
     """``sum_and_hold`` on every worker at once, the array handed ``how`` ("scatter once" or
@@ -245,15 +257,22 @@ def held_fan_out(session: DaskSession, array: np.ndarray, how: str, hold_seconds
     if how not in ("scatter once", "by value"):
         raise ValueError(f"how must be 'scatter once' or 'by value', got {how!r}")
     sent_before = sum(f["sent"] for f in stores(session).values())
-    with track_memory(trace_python=False) as report:
+    with (tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as arrived,
+          track_memory(trace_python=False) as report):
         clock_offset = time.perf_counter() - report.mark("before")
         argument = session.client.scatter(array, broadcast=True) if how == "scatter once" else array
-        results = session.client.gather(submit_each(session, sum_and_hold, argument, hold_seconds))
+        futures = submit_each(session, sum_and_hold, argument, hold_seconds, arrived, len(session.workers))
+        _mark_while_every_task_holds(report, arrived, len(session.workers), hold_seconds)
+        results = session.client.gather(futures)
+        del futures
         facts = stores(session)
         del argument
     report.name_roles(named=session.roles())
     began = max(r[1] for r in results) - clock_offset
     ended = min(r[2] for r in results) - clock_offset
+    if ended <= began:  # a worker's hold began after another's ended: its wait for the others timed out
+        raise RuntimeError(f"the workers did not hold the array at the same time (holds began within "
+                           f"{max(r[1] for r in results) - min(r[1] for r in results):.1f} s)")
     margin = min(0.1, (ended - began) / 4)
     held = report.steady(began + margin, ended - margin)
     wait_until_stores_empty(session)
@@ -374,10 +393,21 @@ def sum_array(array: np.ndarray) -> float:
     return float(array.sum())
 
 
-def sum_and_hold(array: np.ndarray, hold_seconds: float) -> tuple[float, float, float, bool]:
-    """Sum the array, then keep it alive ``hold_seconds``; return the sum, the perf_counter instants
-    the hold began and ended, and whether the array was the one in this worker's data store."""
+ARRIVAL_TIMEOUT = 60.0  # seconds a holding task waits for the others (a shared CPU may be slow)
+
+
+def sum_and_hold(array: np.ndarray, hold_seconds: float, arrived: str | None = None, n_tasks: int = 1
+                 ) -> tuple[float, float, float, bool]:
+    """Sum the array; when ``arrived`` (a folder) is given, say so there and wait until ``n_tasks``
+    tasks have (up to ARRIVAL_TIMEOUT s: the array may take a while to reach a worker on a busy CPU);
+    then keep the array alive ``hold_seconds``. Returns the sum, the perf_counter instants the hold
+    began and ended, and whether the array was the one in this worker's data store."""
     total = float(array.sum())
+    if arrived is not None:
+        Path(arrived, f"{os.getpid()}-{time.perf_counter_ns()}").touch()
+        deadline = time.monotonic() + ARRIVAL_TIMEOUT
+        while len(os.listdir(arrived)) < n_tasks and time.monotonic() < deadline:
+            time.sleep(0.005)
     began = time.perf_counter()
     time.sleep(hold_seconds)
     return total, began, time.perf_counter(), in_data_store(array)

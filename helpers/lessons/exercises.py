@@ -49,7 +49,13 @@ def solving() -> bool:
     return os.environ.get(SOLVE_VARIABLE, "") not in ("", "0")
 
 
-def check(exercise: Exercise, answer: Any, **measured: Any) -> bool:
+def check(exercise: Exercise, answer: Any, **measured: Any) -> None:
+    """The check cell's call: ``grade`` without a value to show, so the cell's only output is
+    the printed verdict (a returned bool would be displayed under it as a bare True or False)."""
+    grade(exercise, answer, **measured)
+
+
+def grade(exercise: Exercise, answer: Any, **measured: Any) -> bool:
     """Check ``answer`` against this run's ``measured`` values; print the verdict and return True
     when right. Raises ``WrongAnswer`` with the hint when wrong. An answer of None prints the
     question and returns False, unless ``solving()``: then the worked solution is checked instead."""

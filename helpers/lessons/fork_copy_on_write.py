@@ -74,7 +74,7 @@ def inherited(name: str):
     value = globals()[name]
     if value is None:
         raise RuntimeError(
-            f"helpers.lessons.fork_copy_on_write.{name} is None in process {os.getpid()}: nothing was "
+            f"helpers.lessons.fork_copy_on_write.{name} is None in this worker: nothing was "
             "inherited. A child started with spawn or forkserver imports modules afresh and gets none "
             "of the parent's globals; fork it (mp.get_context('fork')), or send the data, or share it "
             "(lesson 07)"
@@ -323,8 +323,8 @@ def take_lock(timeout: float) -> str:
     """Worker: take ``LOCK`` within ``timeout`` seconds; raise TimeoutError if it stays taken."""
     if not LOCK.acquire(timeout=timeout):
         raise TimeoutError(
-            f"helpers.lessons.fork_copy_on_write.LOCK still taken after {timeout} s in process "
-            f"{os.getpid()}: it was held when this process was forked, by a thread that does not exist "
+            f"helpers.lessons.fork_copy_on_write.LOCK still taken after {timeout} s in this worker: "
+            "it was held when this process was forked, by a thread that does not exist "
             "here, so nobody will ever release it (with no timeout this worker would hang forever)"
         )
     LOCK.release()

@@ -35,7 +35,7 @@ import numpy as np
 from helpers.lessons import ray_session
 from helpers.lessons.exercises import Exercise
 from helpers.measure.timing import Timing, time_it
-from helpers.measure.units import format_bytes, format_seconds
+from helpers.measure.units import format_seconds
 
 ITEM_FLOATS = 1024  # one item: 1024 float64 numbers, 8 KiB (a 32x32 image, say)
 ITEM_BYTES = ITEM_FLOATS * 8
@@ -465,11 +465,6 @@ EXERCISE = Exercise(
 def approx_seconds(seconds: float) -> str:
     """A duration rounded to two significant digits, for prose ('37 ms', '430 ms', '1.2 s')."""
     return format_seconds(float(f"{seconds:.2g}"))
-
-
-def approx_bytes(n_bytes: float) -> str:
-    """A size rounded to two significant digits, for prose ('270 MiB')."""
-    return format_bytes(float(f"{n_bytes:.2g}"))
 
 
 def break_even_verdict(reads: float | None) -> str:

@@ -14,7 +14,6 @@ worker imports them by name.
 from __future__ import annotations
 
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -278,10 +277,7 @@ def pss_added(report, kinds: Mapping[str, Mapping[str, int] | None], before: str
 def steady_by_role(report, label: str) -> dict[str, float]:
     """Median PSS (bytes) of each process over the exact samples of state ``label`` (held with
     ``demos.hold``), keyed by the report's labels (``MemoryReport.name_roles`` names them by role)."""
-    chosen = [s for s in report.window(f"{label} holding", f"{label} end") if s.exact]
-    pids = {pid for sample in chosen for pid in sample.processes}
-    return {report.process_labels[pid]: statistics.median(s.processes[pid].pss for s in chosen
-                                                          if pid in s.processes) for pid in pids}
+    return report.pss_by_process(f"{label} holding", f"{label} end")
 
 
 def plot_scaling(scalings: list[Scaling], usable_cpus: int, ax=None):

@@ -19,5 +19,5 @@ def assert_worked_solution_passes(exercise, monkeypatch, capsys, **measured):
     """With LAB_SOLVE_EXERCISES=1 an unanswered exercise checks its worked solution, which passes and
     says so."""
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
-    assert exercises.check(exercise, None, **measured) is True
+    assert exercises.grade(exercise, None, **measured) is True
     assert "worked solution" in capsys.readouterr().out

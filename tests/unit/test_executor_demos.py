@@ -74,6 +74,27 @@ def test_fan_out_memory_sees_a_copy_per_worker_only_when_the_array_is_private():
     assert {"idle holding", "fan-out end"} <= set(attached.report.marks)
 
 
+@pytest.mark.timeout(120)
+def test_the_stdlib_keeps_the_last_pickled_task_in_this_process_until_the_next_one_is_sent():
+    """Lesson 08 says so of the stdlib's third array: each worker holds its copy, and this process
+    the bytes of the last task pickled, which the call queue's feeder thread keeps until it sends
+    another (multiprocessing.queues.Queue._feed)."""
+    array = random_array(64 * MiB)  # above glibc's mmap threshold: freed bytes go back at once
+    me = psutil.Process()
+    with ProcessPoolExecutor(1, mp_context=SPAWN) as stdlib:
+        stdlib.submit(len, b"").result()  # the worker and the feeder thread have started
+        before = me.memory_full_info().uss
+        assert stdlib.submit(len, array).result() == len(array)
+        kept = me.memory_full_info().uss - before
+        stdlib.submit(len, b"").result()  # the next task replaces the kept bytes
+        released = me.memory_full_info().uss - before
+    assert kept >= 0.9 * array.nbytes and released <= 0.1 * array.nbytes, (kept, released)
+    fan = shared_memory_executor.fan_out_memory(ProcessPoolExecutor, SPAWN, 2, array, hold_seconds=0.5)
+    by_role = fan.added_by_role()
+    workers_added = sum(added for role, added in by_role.items() if role.startswith("worker"))
+    assert abs(by_role["parent"] - 1) < 0.2 and abs(workers_added - 2) < 0.3, by_role
+
+
 def test_callers_see_arrays_and_the_segment_is_back_before_done():
     with SharedMemoryExecutor(1, SPAWN) as executor:
         seen = shared_memory_executor.callers_view(executor, random_array(2 * MiB), n_threads=3)

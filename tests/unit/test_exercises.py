@@ -16,7 +16,7 @@ FASTER = exercises.Exercise(
 
 def test_an_unanswered_exercise_prints_the_question_and_fails_nothing(monkeypatch, capsys):
     monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
-    assert exercises.check(FASTER, None, a=1.0, b=2.0) is False
+    assert exercises.grade(FASTER, None, a=1.0, b=2.0) is False
     assert "which of 'a' and 'b'" in capsys.readouterr().out
 
 
@@ -24,12 +24,20 @@ def test_a_wrong_answer_raises_with_the_hint_and_a_right_one_passes(monkeypatch,
     monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
     with pytest.raises(exercises.WrongAnswer, match="compare the two times"):
         exercises.check(FASTER, "b", a=1.0, b=2.0)
-    assert exercises.check(FASTER, "a", a=1.0, b=2.0) is True
+    assert exercises.grade(FASTER, "a", a=1.0, b=2.0) is True
     assert "The smaller time wins." in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("value, solves", [("1", True), ("0", False), ("", False)])
 def test_lab_solve_exercises_checks_the_worked_solution(monkeypatch, capsys, value, solves):
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, value)
-    assert exercises.check(FASTER, None, a=3.0, b=2.0) is solves
+    assert exercises.grade(FASTER, None, a=3.0, b=2.0) is solves
     assert ("worked solution" in capsys.readouterr().out) is solves
+
+
+def test_the_check_cell_shows_only_the_printed_verdict(monkeypatch, capsys):
+    """check() returns nothing: a notebook would show a returned bool as a bare True or False."""
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    assert exercises.check(FASTER, None, a=1.0, b=2.0) is None
+    assert exercises.check(FASTER, "a", a=1.0, b=2.0) is None
+    assert "Your turn" in capsys.readouterr().out

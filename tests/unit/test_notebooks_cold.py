@@ -5,6 +5,7 @@ a PNG, no widget views or widget state (they read "model not found" when reopene
 execution timestamps, no errors or stderr noise.
 """
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -59,6 +60,63 @@ def test_stores_no_error_and_no_stderr(notebook):
             assert output.output_type != "error", f"stored error in: {cell.source[:80]!r}"
             assert not (output.output_type == "stream" and output.name == "stderr"), (
                 f"stderr stored in: {cell.source[:80]!r}: {output.text[:200]!r}")
+
+
+def test_stores_no_bare_value_under_a_cell(notebook):
+    """A check cell shows what it printed, never a returned True, False or None under it."""
+    for cell in _code_cells(notebook):
+        for output in cell.outputs:
+            if output.output_type == "execute_result":
+                text = str(output.get("data", {}).get("text/plain", ""))
+                assert text not in ("True", "False", "None"), f"a bare {text} under: {cell.source[:80]!r}"
+
+
+# What a learner should not have to read: the repr of a record the course's helpers return (a
+# dataclass such as KilledParent(folder=...): a sentence says what it holds) and process ids, which
+# change every run and mean nothing on the page. The library's types (ArrayHandle: what crosses to a
+# worker) and the stdlib's may be shown on purpose.
+RECORD = re.compile(r"^@dataclass.*\nclass (\w+)", re.MULTILINE)
+COURSE_RECORDS = sorted({name for path in (ROOT / "helpers").rglob("*.py")
+                         for name in RECORD.findall(path.read_text())})
+REPR = re.compile(rf"\b(?:{'|'.join(COURSE_RECORDS)})\([a-z_]+=")
+PID = re.compile(r"\b(?:pid|PID|process|processes:) \[?\d{3,7}\b")
+
+
+def test_shows_no_object_repr_and_no_process_id(notebook):
+    for cell in _code_cells(notebook):
+        if "getsource" in cell.source:
+            continue  # the cell shows source code
+        for output in cell.outputs:
+            texts = [output.get("text", "")] + [str(value) for key, value in output.get("data", {}).items()
+                                                if key in ("text/plain", "text/markdown")]
+            for text in texts:
+                for pattern in (REPR, PID):
+                    found = pattern.search(text)
+                    assert not found, f"{found.group(0)!r} shown under: {cell.source[:80]!r}"
+
+
+def test_every_exercise_asks_before_it_tells(notebook):
+    """The learner's answer cell (``answer = ...``) comes right after the Markdown that asks the
+    question, with no output between them, and before the check cell that measures and grades it."""
+    cells = notebook.cells
+    answers = [index for index, cell in enumerate(cells)
+               if cell.cell_type == "code" and re.match(r"answer\s*=", cell.source)]
+    checks = [index for index, cell in enumerate(cells)
+              if cell.cell_type == "code" and "exercises.check(" in cell.source]
+    assert answers and len(answers) == len(checks), "one answer cell per check cell"
+    for answer, check in zip(answers, checks, strict=True):
+        assert cells[answer - 1].cell_type == "markdown", (
+            f"the cell before {cells[answer].source[:60]!r} is code: ask, then let the learner answer")
+        assert "Your turn" in cells[answer - 1].source, cells[answer - 1].source[:80]
+        assert answer < check
+
+
+def test_the_last_cell_freed_every_array_it_deleted(notebook):
+    """The closing cell's message is true of the stored run: no array it deleted stayed alive."""
+    last = _code_cells(notebook)[-1]
+    text = "".join(output.get("text", "") for output in last.outputs)
+    assert "kernel_memory.release" in last.source and "This kernel held" in text, last.source
+    assert "still referenced" not in text, text
 
 
 def test_strip_volatile_drops_widgets_and_timestamps_and_keeps_the_rest():

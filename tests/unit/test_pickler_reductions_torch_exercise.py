@@ -43,5 +43,5 @@ def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hi
 
 def test_the_right_prediction_and_the_worked_solution_pass(measured, monkeypatch, capsys):
     monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
-    assert exercises.check(pickler_reductions_torch.EXERCISE, RIGHT, **measured) is True
+    assert exercises.grade(pickler_reductions_torch.EXERCISE, RIGHT, **measured) is True
     assert_worked_solution_passes(pickler_reductions_torch.EXERCISE, monkeypatch, capsys, **measured)

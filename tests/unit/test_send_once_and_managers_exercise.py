@@ -32,11 +32,11 @@ def test_a_wrong_prediction_fails_with_a_hint(answer, hint):
 
 
 def test_a_prediction_within_a_factor_of_three_and_the_worked_solution_pass(monkeypatch, capsys):
-    assert exercises.check(EXERCISE, {"fastest": "installed", "proxy_speedup": 40}, **RACE) is True
+    assert exercises.grade(EXERCISE, {"fastest": "installed", "proxy_speedup": 40}, **RACE) is True
     assert EXERCISE.solution(**RACE) == {"fastest": "installed", "proxy_speedup": pytest.approx(100)}
-    assert exercises.check(EXERCISE, None, **RACE) is False  # unanswered: the question, no failure
+    assert exercises.grade(EXERCISE, None, **RACE) is False  # unanswered: the question, no failure
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
-    assert exercises.check(EXERCISE, None, **RACE) is True
+    assert exercises.grade(EXERCISE, None, **RACE) is True
     assert "worked solution" in capsys.readouterr().out
 
 

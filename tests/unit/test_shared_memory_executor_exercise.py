@@ -50,7 +50,7 @@ def test_the_worked_solution_passes(measured, monkeypatch, capsys):
 
 def test_an_unanswered_exercise_asks_the_question_and_fails_nothing(measured, monkeypatch, capsys):
     monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
-    assert exercises.check(shared_memory_executor.EXERCISE, None, **measured) is False
+    assert exercises.grade(shared_memory_executor.EXERCISE, None, **measured) is False
     assert "Your turn" in capsys.readouterr().out
 
 

@@ -41,7 +41,7 @@ def test_the_unlocked_line_loses_updates_and_fails_the_check():
 
 @pytest.mark.parametrize("right", ["with lock: view[0] += 1", "with lock:\n    counter[0] += 1"])
 def test_a_line_that_holds_the_lock_passes(right, capsys):
-    assert exercises.check(sharedctypes.EXERCISE, right, **MEASURED) is True
+    assert exercises.grade(sharedctypes.EXERCISE, right, **MEASURED) is True
     assert "lost 0, 0, 0" in capsys.readouterr().out
 
 

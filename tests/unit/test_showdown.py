@@ -59,6 +59,42 @@ def test_table_lists_the_floors_and_every_strategy_that_ran():
     assert showdown.skipped(BLOG_LIKE) == [(strategies.STRATEGIES["ray_by_value"].title, "not here")]
 
 
+def test_a_row_without_memory_figures_says_why_under_the_table():
+    unmeasured = StrategyResult("ray_object_store", strategies.STRATEGIES["ray_object_store"].title, SIZE, 2,
+                                None, setup_s=0.001, fan_out=_timing(0.01), round_trip=_timing(0.02),
+                                teardown_s=0.01, notes="memory not measured: a shared Ray instance")
+    table = showdown.format_table([*BLOG_LIKE[:2], unmeasured], FLOORS)
+    row = next(line for line in table.splitlines() if line.startswith(unmeasured.title[:44]))
+    assert row.split()[-2:] == ["*", "*"]
+    assert table.splitlines()[-1] == f"* {unmeasured.title}: memory not measured: a shared Ray instance"
+
+
+def test_the_memory_paragraph_groups_what_this_run_measured():
+    def held(name: str, arrays: float) -> StrategyResult:
+        return StrategyResult(name, strategies.STRATEGIES[name].title, SIZE, 2, None, setup_s=0.001,
+                              fan_out=_timing(0.01), teardown_s=0.01, pss_added_bytes=arrays * SIZE,
+                              shm_added_bytes=0)
+    results = [held("fork_cow", 0.01), held("shared_memory", 1.02), held("send_once", 2.01),
+               held("manager", 3.1), held("pickle", 5.0)]
+    assert showdown.memory_groups(results) == {"none": ["fork_cow"], "one": ["shared_memory"],
+                                               "per worker": ["send_once"], "per worker and one": ["manager"],
+                                               "more": ["pickle"]}
+    text = showdown.memory_what_to_see(results, [])
+    assert "`pickle` (+5.00) added more than their copies" in text and "allocator keeps" in text
+    assert "`send_once` (+2.01) add one array per worker (2)" in text
+    big = [StrategyResult(**{**vars(r), "array_bytes": 64 * MiB}) for r in results]
+    assert "does not say why" in showdown.memory_what_to_see(big, [])
+
+
+def test_the_time_paragraph_says_which_bars_are_closer_together_as_measured():
+    text = showdown.time_what_to_see(BLOG_LIKE, FLOORS)
+    assert "the slowest fan-outs are `pickle` (500×) and `memmap_disk` (30×)" in text
+    assert "round trips are closer together than the fan-outs" in text  # 20× to 400×: 20 against 50
+    wide = [*BLOG_LIKE, _result("sharedctypes", 0.011, 0.002)]  # a round trip of 2× floor (a): 200 wide
+    assert "further apart than the fan-outs" in showdown.time_what_to_see(wide, FLOORS)
+    assert "(`pickle`) bring the result back pickled" in text
+
+
 def test_plots_draw_one_row_per_strategy_that_ran():
     time_ax = showdown.plot_times(BLOG_LIKE, FLOORS)
     memory_ax = showdown.plot_memory(BLOG_LIKE)

@@ -189,3 +189,37 @@ def test_a_ray_process_that_dies_is_reported_and_what_it_started_is_killed_and_r
     running = [p for p in killed["ray"] if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert running == []
     assert not ray_runs_here()
+
+
+ALLOCATOR_PROGRAM = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from helpers.bench import strategies
+    if __name__ == "__main__":
+        array = np.random.default_rng(0).random(16 * 2**20 // 8)
+        added = {}
+        for name in ("pickle", "manager"):
+            result = strategies.run_strategy(name, array, 2, repeat=1)
+            added[name] = result.pss_added_bytes / array.nbytes
+        print(json.dumps(added))
+""")
+
+
+def _added_in_a_fresh_interpreter(environment: dict[str, str], folder) -> dict[str, float]:
+    script = folder / "allocator_program.py"
+    script.write_text(ALLOCATOR_PROGRAM)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, **environment}, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not os.confstr("CS_GNU_LIBC_VERSION"), reason="glibc's malloc only")
+def test_pickles_extra_arrays_at_16_mib_are_freed_buffers_the_allocator_keeps(tmp_path):
+    """Lesson 11 says so (showdown.memory_what_to_see): at 16 MiB pickling adds more than one array
+    per worker, the manager more than one per worker and its own; with glibc's mmap threshold pinned
+    (MALLOC_MMAP_THRESHOLD_, so every freed 16 MiB buffer goes back to the kernel) they add exactly that."""
+    default = _added_in_a_fresh_interpreter({}, tmp_path)
+    pinned = _added_in_a_fresh_interpreter({"MALLOC_MMAP_THRESHOLD_": "131072"}, tmp_path)
+    assert default["pickle"] > 2.5 and default["manager"] > 3.5, default
+    assert abs(pinned["pickle"] - 2) <= 0.25 and abs(pinned["manager"] - 3) <= 0.3, pinned

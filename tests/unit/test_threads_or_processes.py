@@ -131,11 +131,11 @@ def test_the_exercise_fails_a_wrong_answer_and_passes_the_worked_solution(monkey
     wrong = {**gil_heartbeat.DOCUMENTED, "sorted(numbers)": True}
     with pytest.raises(exercises.WrongAnswer, match=r"sorted\(numbers\) held it"):
         exercises.check(gil_heartbeat.EXERCISE, wrong, probes=probes)
-    assert exercises.check(gil_heartbeat.EXERCISE, dict(gil_heartbeat.DOCUMENTED), probes=probes) is True
-    assert exercises.check(gil_heartbeat.EXERCISE, None, probes=probes) is False  # unanswered: the question
+    assert exercises.grade(gil_heartbeat.EXERCISE, dict(gil_heartbeat.DOCUMENTED), probes=probes) is True
+    assert exercises.grade(gil_heartbeat.EXERCISE, None, probes=probes) is False  # unanswered: the question
     assert "Your turn" in capsys.readouterr().out
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
-    assert exercises.check(gil_heartbeat.EXERCISE, None, probes=probes) is True
+    assert exercises.grade(gil_heartbeat.EXERCISE, None, probes=probes) is True
 
 
 @pytest.mark.parametrize("answer, hint", [
