@@ -326,8 +326,9 @@ def memory_groups(results: Sequence) -> dict[str, list[str]]:
     per worker), 'per worker and one' (and one more, a server's), 'more' (anything else)."""
     groups: dict[str, list[str]] = {"none": [], "one": [], "per worker": [], "per worker and one": [],
                                     "more": []}
+    done = ran(results)
     for name, added in added_arrays(results).items():
-        n_workers = ran(results)[name].n_workers
+        n_workers = done[name].n_workers
         if added < 0.25:
             groups["none"].append(name)
         elif abs(added - 1) <= 0.25:
@@ -347,8 +348,8 @@ def memory_what_to_see(results: Sequence, references: Sequence) -> str:
     added, groups = added_arrays(results), memory_groups(results)
     if not added:
         return "*What to see:* no strategy's memory was measured in this run."
-    n_workers = next(iter(ran(results).values())).n_workers
-    array_bytes = next(iter(ran(results).values())).array_bytes
+    first = next(iter(ran(results).values()))
+    n_workers, array_bytes = first.n_workers, first.array_bytes
 
     def names(group: str) -> str:
         return ", ".join(f"`{name}` ({added[name]:+.2f})" for name in groups[group])

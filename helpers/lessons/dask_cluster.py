@@ -20,7 +20,6 @@ import contextlib
 import logging
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -228,23 +227,28 @@ class DaskFanOutMemory:
 
 def _role_growth(report: MemoryReport, began: float, ended: float) -> dict[str, float]:
     """Median PSS of each process in the window above its first sample, by its report label."""
-    window = [s for s in report.window(began, ended) if s.exact] or report.window(began, ended)
+    held = report.pss_by_process(began, ended)
     growth = {}
     for pid, name in report.process_labels.items():
         first = next((s.processes[pid].pss for s in report.samples if pid in s.processes), None)
-        held = [s.processes[pid].pss for s in window if pid in s.processes]
-        if first is not None and held:
-            growth[name] = statistics.median(held) - first
+        if first is not None and name in held:
+            growth[name] = held[name] - first
     return growth
+
+
+def _wait_for_arrivals(arrived: str, n_tasks: int) -> None:
+    """Wait until ``n_tasks`` files are in the folder ``arrived`` (``sum_and_hold`` writes one per
+    task), up to ARRIVAL_TIMEOUT s."""
+    deadline = time.monotonic() + ARRIVAL_TIMEOUT
+    while len(os.listdir(arrived)) < n_tasks and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def _mark_while_every_task_holds(report: MemoryReport, arrived: str, n_tasks: int,
                                  hold_seconds: float) -> None:
     """Once every task has arrived (``sum_and_hold``), mark the report twice inside the holds: a mark
     makes the sampler read PSS exactly, so the window is measured, not carried over from before."""
-    deadline = time.monotonic() + ARRIVAL_TIMEOUT
-    while len(os.listdir(arrived)) < n_tasks and time.monotonic() < deadline:
-        time.sleep(0.005)
+    _wait_for_arrivals(arrived, n_tasks)
     for mark in ("every task holds", "every task still holds"):
         time.sleep(hold_seconds / 4)
         report.mark(mark)
@@ -405,9 +409,7 @@ def sum_and_hold(array: np.ndarray, hold_seconds: float, arrived: str | None = N
     total = float(array.sum())
     if arrived is not None:
         Path(arrived, f"{os.getpid()}-{time.perf_counter_ns()}").touch()
-        deadline = time.monotonic() + ARRIVAL_TIMEOUT
-        while len(os.listdir(arrived)) < n_tasks and time.monotonic() < deadline:
-            time.sleep(0.005)
+        _wait_for_arrivals(arrived, n_tasks)
     began = time.perf_counter()
     time.sleep(hold_seconds)
     return total, began, time.perf_counter(), in_data_store(array)
