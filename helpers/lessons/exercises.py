@@ -12,10 +12,11 @@ may differ between machines: "the size at which X wins" is read off this run). I
 A wrong answer raises ``WrongAnswer`` (an ``AssertionError``: the cell fails, as a check cell
 does, with the hint as its message); a right one prints why it is right. An answer left at
 ``None`` prints the question again and fails nothing, so the lesson still runs top to bottom
-before the learner has tried; with ``LAB_SOLVE_EXERCISES=1`` (``make test`` sets it) the worked
-solution is checked in its place, which proves that every exercise can be solved on the machine
-that runs it. The unit tests feed each exercise a wrong answer, which proves that its check can
-fail.
+before the learner has tried (it also says whether the worked solution holds on this run, without
+giving it away, so a stored lesson cannot ship a solution its own run contradicts); with
+``LAB_SOLVE_EXERCISES=1`` (``make test`` sets it) the worked solution is checked in its place,
+which proves that every exercise can be solved on the machine that runs it. The unit tests feed
+each exercise a wrong answer, which proves that its check can fail.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 SOLVE_VARIABLE = "LAB_SOLVE_EXERCISES"
+SOLUTION_HOLDS = "The worked solution, collapsed below, holds on this run."
+SOLUTION_FAILS = "On this run the worked solution below does not hold"
 
 
 class WrongAnswer(AssertionError):
@@ -55,14 +58,25 @@ def check(exercise: Exercise, answer: Any, **measured: Any) -> None:
     grade(exercise, answer, **measured)
 
 
+def worked_solution_verdict(exercise: Exercise, **measured: Any) -> str:
+    """One line saying whether the worked solution holds on this run's ``measured`` values, without
+    giving it away: a stored lesson whose solution the run contradicts says so (a test reads it)."""
+    problem = exercise.check(exercise.solution(**measured), **measured)
+    if problem is None:
+        return f"({SOLUTION_HOLDS})"
+    return f"({SOLUTION_FAILS}: {problem})"
+
+
 def grade(exercise: Exercise, answer: Any, **measured: Any) -> bool:
     """Check ``answer`` against this run's ``measured`` values; print the verdict and return True
     when right. Raises ``WrongAnswer`` with the hint when wrong. An answer of None prints the
-    question and returns False, unless ``solving()``: then the worked solution is checked instead."""
+    question and whether the worked solution holds on this run, and returns False, unless
+    ``solving()``: then the worked solution is checked instead."""
     if answer is None:
         if not solving():
             print(f"Your turn ({exercise.name}): {exercise.question}\n"
-                  "Replace None in the cell above with your answer and run both cells again.")
+                  "Replace None in the cell above with your answer and run both cells again.\n"
+                  + worked_solution_verdict(exercise, **measured))
             return False
         answer = exercise.solution(**measured)
         print(f"({SOLVE_VARIABLE} is set: checking the worked solution.)")

@@ -32,7 +32,18 @@ def test_a_wrong_answer_raises_with_the_hint_and_a_right_one_passes(monkeypatch,
 def test_lab_solve_exercises_checks_the_worked_solution(monkeypatch, capsys, value, solves):
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, value)
     assert exercises.grade(FASTER, None, a=3.0, b=2.0) is solves
-    assert ("worked solution" in capsys.readouterr().out) is solves
+    assert (f"{exercises.SOLVE_VARIABLE} is set" in capsys.readouterr().out) is solves
+
+
+@pytest.mark.parametrize("times, holds", [({"a": 1.0, "b": 2.0}, True), ({"a": 2.0, "b": 1.0}, False)])
+def test_an_unanswered_exercise_says_whether_the_worked_solution_holds_without_giving_it(
+        monkeypatch, capsys, times, holds):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    always_a = exercises.Exercise(FASTER.name, FASTER.question, FASTER.check, lambda a, b: "a")
+    exercises.check(always_a, None, **times)
+    out = capsys.readouterr().out
+    assert (exercises.SOLUTION_HOLDS in out) is holds and (exercises.SOLUTION_FAILS in out) is not holds
+    assert "'a'" not in out.split("\n", 1)[1]  # the question names 'a'; the verdict does not
 
 
 def test_the_check_cell_shows_only_the_printed_verdict(monkeypatch, capsys):

@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from helpers.lessons import exercises
 from tools.execute_notebooks import WIDGET_VIEW, strip_volatile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,6 +110,16 @@ def test_every_exercise_asks_before_it_tells(notebook):
             f"the cell before {cells[answer].source[:60]!r} is code: ask, then let the learner answer")
         assert "Your turn" in cells[answer - 1].source, cells[answer - 1].source[:80]
         assert answer < check
+
+
+def test_the_worked_solution_holds_on_the_stored_run(notebook):
+    """The unanswered check cell says whether the worked solution holds on the run it is stored with
+    (without giving it away): a solution the stored run contradicts fails here."""
+    checks = [cell for cell in _code_cells(notebook) if "exercises.check(" in cell.source]
+    for cell in checks:
+        text = "".join(output.get("text", "") for output in cell.outputs)
+        assert exercises.SOLUTION_HOLDS in text, text[-300:]
+        assert exercises.SOLUTION_FAILS not in text, text[-300:]
 
 
 def test_the_last_cell_freed_every_array_it_deleted(notebook):
