@@ -105,3 +105,25 @@ def describe_tmpfs_release(kind: str, still_listed: bool, mapped_after_delete: F
              f"still mapped here: {format_bytes(mapped_after_delete.rss)}"]
     lines += [f"/dev/shm used, {state:<18}: {format_bytes(value)}" for state, value in used.items()]
     return "\n".join(lines)
+
+
+def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], Timing], array_bytes: int,
+                    huge: str | None) -> str:
+    """Markdown: the page faults of one warm read of the whole file on each filesystem, the bytes
+    each fault mapped, and, chosen by the counts, why they differ; ``huge`` is the tmpfs mount's
+    ``huge=`` option (``memmap.tmpfs_huge_option``)."""
+    per_fault = {kind: array_bytes / max(count, 1) for kind, count in faults.items()}
+    text = "**Counted.** One warm read of the whole file took " + " and ".join(
+        f"{count:,} page faults on {kind} (one per {format_bytes(per_fault[kind])})"
+        for kind, count in faults.items()) + ". "
+    if "tmpfs" not in faults or "disk" not in faults:
+        return text
+    slower = reads["tmpfs", "warm read"].median / reads["disk", "warm read"].median
+    if faults["tmpfs"] > 2 * faults["disk"]:
+        return text + (
+            "The page cache holds a file on disk in large folios (blocks of contiguous pages), and one fault "
+            f"maps a whole folio; this tmpfs (mounted with `huge={huge}`) keeps 4 KiB pages, and one fault "
+            f"maps only a few. Its warm read took {slower:.2g}× the disk's: mapping afresh is most of a "
+            "warm read, and tmpfs needs more faults for it.")
+    return text + (f"Both mapped about as much per fault here, and tmpfs's warm read took {slower:.2g}× "
+                   "the disk's.")

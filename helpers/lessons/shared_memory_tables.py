@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ MISSING_SHARE = 0.05  # the share of prices that are NaN
 PICKLED_BYTES = "pickled, text as fixed-width bytes"
 PICKLED_OBJECTS = "pickled, text as Python objects"
 SHARED = "shared memory: copy in once, send handles"
+PICKLED_OBJECTS_TRACED = "pickled, text as Python objects, tracemalloc on"  # as the post timed it
 
 
 def table_dtype(text: str) -> np.dtype:
@@ -57,7 +59,9 @@ def time_table_fan_outs(context, n_workers: int, n_rows: int, repeat: int = 3
                         ) -> tuple[dict[str, Timing], dict[str, list[float]]]:
     """Seconds of one fan-out of the whole table to each of ``n_workers`` workers, which return
     ``np.nansum`` of its prices: pickled with each text kind, or copied into a new segment whose
-    handle each task carries (segment creation and copy included). Pool start-up is excluded.
+    handle each task carries (segment creation and copy included), and the object kind pickled again
+    with tracemalloc tracing this process, as the post timed it (unless it traces already). Pool
+    start-up is excluded.
     Returns the timings and the sums of the untimed first run of each way, by way."""
     tables = {kind: make_table(n_rows, kind) for kind in TEXT_KINDS}
 
@@ -66,6 +70,13 @@ def time_table_fan_outs(context, n_workers: int, n_rows: int, repeat: int = 3
             tasks = [(shared.handle, "price", 0, n_rows)] * n_workers
             return pool.starmap(nansum_field_slice, tasks, chunksize=1)
 
+    def traced_fan_out(pool) -> list[float]:
+        tracemalloc.start()  # the post measured its peak while it timed: this process's allocations traced
+        try:
+            return pool.map(nansum_price, [tables["objects"]] * n_workers, chunksize=1)
+        finally:
+            tracemalloc.stop()
+
     with context.Pool(n_workers) as pool:
         pool.map(workers.worker_pid, range(n_workers))  # start the workers before timing
         ways: dict[str, Callable[[], list[float]]] = {
@@ -73,6 +84,8 @@ def time_table_fan_outs(context, n_workers: int, n_rows: int, repeat: int = 3
             PICKLED_OBJECTS: lambda: pool.map(nansum_price, [tables["objects"]] * n_workers, chunksize=1),
             SHARED: lambda: shared_fan_out(pool),
         }
+        if not tracemalloc.is_tracing():  # tracing already: every way above is traced, none to compare
+            ways[PICKLED_OBJECTS_TRACED] = lambda: traced_fan_out(pool)
         sums = {way: fan_out() for way, fan_out in ways.items()}  # untimed: the warm-up, checked
         timings = {way: time_it(fan_out, repeat=repeat, warmup=0) for way, fan_out in ways.items()}
     return timings, sums

@@ -72,6 +72,33 @@ def test_drop_from_page_cache_empties_the_cache_on_disk_only():
 
 
 @pytest.mark.parametrize("on", KINDS)
+def test_a_warm_read_faults_at_most_once_per_page_and_tmpfs_names_its_huge_option(on):
+    n_bytes = 16 * 2**20
+    with memmap.temporary_folder(on) as folder:
+        array = memmap.owner_only_memmap(folder / "a.dat", (n_bytes // 8,))
+        array[:] = 1.0
+        array.flush()
+        spec = memmap.MemmapSpec.of(array)
+        del array
+        faults = memmap.faults_per_read(spec)
+        huge = memmap.tmpfs_huge_option(folder)
+    assert 0 < faults <= n_bytes // memmap.PAGE + 64  # every page is in RAM: no fault reads a disk
+    assert (huge is None) == (on == "disk") and (huge is None or huge in ("never", "always", "within_size",
+                                                                           "advise", "deny", "force"))
+
+
+def test_the_faults_paragraph_says_why_only_when_tmpfs_needed_more():
+    from helpers.lessons import memmap_figures
+    from helpers.measure.timing import Timing
+
+    reads = {(kind, "warm read"): Timing((seconds,)) for kind, seconds in (("disk", 0.01), ("tmpfs", 0.03))}
+    many = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "never")
+    assert "one per 1.94 MiB" in many and "`huge=never`" in many and "took 3×" in many
+    same = memmap_figures.describe_faults({"disk": 2000, "tmpfs": 2051}, reads, 128 * 2**20, "never")
+    assert "about as much per fault" in same and "folio" not in same
+
+
+@pytest.mark.parametrize("on", KINDS)
 def test_workers_map_one_file_the_tree_holds_it_once(on):
     n = 1 << 19  # 4 MiB
     context = mp.get_context("spawn")

@@ -1,0 +1,81 @@
+"""Lesson 03's seed at its author's own setting: the Keras ``Sequence`` post's race, as the post ran it.
+
+The post (https://dref360.github.io/managers/) wraps 100,000 tuples ``('test_string', [1, 3, 4])``
+in a ``Sequence``, starts ``multiprocessing.Pool(5)``, and times 100 tasks that each return one item:
+a producer submits them with ``apply_async`` into a ``Queue(10)`` (at most ten promises wait), and a
+consumer thread takes each promise in order and waits for its result. It prints the wall time of
+the 100 tasks with the list passed to every task, then with the list in a ``Manager().list()``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+POST_WORKERS = 5  # the post's multiprocessing.Pool(5), whatever the number of CPUs
+POST_QUEUE = 10  # the post's Queue(10): at most this many promises wait for the consumer thread
+POST_TASKS = 100  # the post's nb_files = min(len(files), 100)
+LIST_TASKS = 10  # the list's tasks timed here: each costs the same, and 100 would take half a minute
+# The post's printed wall times for its 100 tasks, in seconds ("Took list", "Took manager").
+POST_SECONDS = {"every task": 38.654, "proxy": 0.111}
+
+
+def pipelined_seconds(pool, fn: Callable, argument_tuples: Sequence[tuple]) -> float:
+    """Wall seconds for the post's producer and consumer to run ``fn(*args)`` for every argument
+    tuple: ``apply_async`` promises into a ``Queue(POST_QUEUE)``, a thread that takes each in order
+    and waits for its result, timed from the first submit until that thread has every result."""
+    promises: queue.Queue = queue.Queue(POST_QUEUE)
+
+    def consume() -> None:
+        for _ in argument_tuples:
+            promises.get(block=True).get()
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    start = time.perf_counter()
+    for args in argument_tuples:
+        promises.put(pool.apply_async(fn, args), block=True)
+    consumer.join()
+    return time.perf_counter() - start
+
+
+def per_task(seconds: dict[str, float], tasks: dict[str, int]) -> dict[str, float]:
+    """Seconds per task, by way: each way's wall time over the number of tasks it ran."""
+    return {way: seconds[way] / tasks[way] for way in seconds}
+
+
+def post_per_task() -> dict[str, float]:
+    """The post's seconds per task, by way: its printed times over its 100 tasks."""
+    return per_task(POST_SECONDS, dict.fromkeys(POST_SECONDS, POST_TASKS))
+
+
+SAME_WITHIN = 1.25  # two per-task costs closer than this factor are "about as much"
+
+
+def _compared(here: float, there: float) -> str:
+    if here * SAME_WITHIN < there:
+        return "less"
+    if here > SAME_WITHIN * there:
+        return "more"
+    return "about as much"
+
+
+def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], cpus: int) -> str:
+    """A sentence, chosen by the measured per-task seconds here and in the post, saying which of the
+    two costs moved the proxy's factor: sending the list (pickling speed) or a proxy read (a round
+    trip, which waits for a CPU when the workers and the manager outnumber the CPUs)."""
+    words = {way: _compared(at_post[way], posted[way]) for way in ("every task", "proxy")}
+    reasons = []
+    if words["every task"] != "about as much":
+        reasons.append("sending the list is pickling speed (Python and CPU: the post names neither)")
+    if words["proxy"] != "about as much":
+        reasons.append("a proxy read is a round trip to the manager"
+                       + (f", which waits for a CPU when {POST_WORKERS} workers and the manager share {cpus}"
+                          if cpus <= POST_WORKERS else ""))
+    sentence = (f"Sending the list cost {words['every task']} per task here as in the post, "
+                f"and a proxy read {words['proxy']}")
+    sentence = sentence.replace("less per task here as", "less per task here than").replace(
+        "more per task here as", "more per task here than")
+    return sentence + (": " + "; ".join(reasons) + "." if reasons else ": the two machines agree.")
