@@ -98,10 +98,16 @@ def cgroup_reclaimable_file_bytes() -> int | None:
     if usage_file is None:
         return None
     try:
-        lines = (usage_file.parent / "memory.stat").read_text().splitlines()
+        return reclaimable_file_bytes_in((usage_file.parent / "memory.stat").read_text())
     except OSError:
         return None
-    stat = dict(line.split(None, 1) for line in lines if " " in line)
+
+
+def reclaimable_file_bytes_in(memory_stat: str) -> int | None:
+    """``active_file + inactive_file`` of a cgroup's ``memory.stat`` text, v1 or v2 (v1's
+    hierarchical ``total_`` counters first, as the cgroup's own can leave out its children's);
+    None when the text has neither."""
+    stat = dict(line.split(None, 1) for line in memory_stat.splitlines() if " " in line)
     for prefix in ("total_", ""):
         if f"{prefix}inactive_file" in stat:
             return sum(int(stat.get(f"{prefix}{name}", "0")) for name in ("active_file", "inactive_file"))

@@ -177,7 +177,7 @@ def test_a_returned_result_gives_its_segment_back_to_the_pool():
     assert not our_segments()
 
 
-def test_pool_bytes_zero_keeps_no_idle_segment():
+def test_an_idle_cap_of_zero_keeps_no_idle_segment():
     with SharedMemoryExecutor(1, mp.get_context("spawn"), idle_cap_bytes=0) as executor:
         executor.submit(workers.array_nbytes, random_array()).result()
         executor.submit(workers.echo, 1).result()

@@ -411,6 +411,13 @@ def test_copy_of_keeps_a_recarray_and_a_matrix_as_what_they_are():
         assert type(shared.array) is np.matrix and np.array_equal(shared.array, matrix)
 
 
+def test_copy_of_a_masked_array_is_refused_and_leaves_no_segment():
+    before = set(os.listdir("/dev/shm"))
+    with pytest.raises(TypeError, match="mask would be"):
+        SharedNDArray.copy_of(np.ma.masked_array(np.arange(4.0), mask=[False, True, False, False]))
+    assert set(os.listdir("/dev/shm")) == before
+
+
 def test_handle_of_a_masked_array_is_refused_not_stripped_of_its_mask():
     with SharedNDArray.copy_of(np.arange(4.0)) as shared:
         masked = np.ma.masked_array(shared.array, mask=[False, True, False, False])
