@@ -20,7 +20,7 @@ TOPICS = {  # words a sentence uses for what the lesson teaches, beside its titl
     "03": ["initializer", "Manager", "proxy", "send", "sent", "once per worker", "Keras"],
     "04": ["fork", "copy-on-write", "inherit", "gc.freeze"],
     "05": ["sharedctypes", "RawArray", "Array(", "lock", "lost update", "race"],
-    "06": ["memmap", "joblib", "file"],
+    "06": ["memmap", "joblib", "file", "page cache"],
     "07": ["SharedMemory", "shared_memory", "segment", "resource tracker", "SharedNDArray", "attach",
            "dtype"],
     "08": ["executor", "Executor", "handle"],
