@@ -14,10 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from helpers.measure.proctree import descendant_pids
+from helpers.measure.proctree import PSS_KINDS, descendant_pids, pss_by_kind
 from helpers.measure.units import format_bytes
-
-PSS_KINDS = {"Pss_Anon": "anonymous", "Pss_Shmem": "shared memory", "Pss_File": "files (code, libraries)"}
 
 SETTLE_SECONDS = 0.1  # after the last worker is ready, before the steady window opens
 HOLD_SECONDS = 1.5  # long enough for several samples even when the sampler backs off (~0.5 s)
@@ -139,18 +137,13 @@ def tree_pss_by_kind() -> dict[str, int] | None:
     """
     totals = dict.fromkeys(PSS_KINDS.values(), 0)
     for pid in [os.getpid(), *descendant_pids(os.getpid())]:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as file:
-                lines = file.read().splitlines()[1:]
-        except FileNotFoundError:
+        kinds = pss_by_kind(pid)
+        if kinds is None:
+            if os.path.exists(f"/proc/{pid}"):
+                return None  # readable process, but no split of PSS by kind
             continue  # the process ended meanwhile
-        except OSError:
-            return None
-        fields = {parts[0].rstrip(":"): int(parts[1]) * 1024 for parts in map(str.split, lines)}
-        if not set(PSS_KINDS) <= set(fields):
-            return None
-        for field, kind in PSS_KINDS.items():
-            totals[kind] += fields[field]
+        for kind, pss in kinds.items():
+            totals[kind] += pss
     return totals
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers.measure.memory import MemoryReport, track_memory
-from helpers.measure.ray_processes import copies_on, node_memory, store_bytes_used
+from helpers.measure.ray_processes import copies_on, node_memory, node_pss_by_kind, store_bytes_used
 from helpers.measure.timing import Timing, time_it
 
 REPORT_SECONDS = 0.05  # how often we read Ray's store accounting while tasks run
@@ -230,7 +230,8 @@ def what_workers_get(arrays: dict[str, np.ndarray], node=None) -> dict[str, dict
 class NodeRead:
     """One read of the driver's object in a task pinned to a node: how long ``ray.get`` took
     there, whether the array was in that node's store, the nodes holding a copy afterwards,
-    and how much each node's memory (PSS of its raylet and workers) grew since the put."""
+    and how much each node's memory (PSS of its raylet and workers) grew since the put, in all
+    and by kind of page."""
 
     label: str
     node: int
@@ -238,6 +239,7 @@ class NodeRead:
     in_object_store: bool
     copies_on: list[int]
     node_pss_growth: list[float]
+    node_growth_by_kind: list[dict[str, float]]  # per node, PSS growth by kind of page (may be empty)
 
 
 def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) -> list[NodeRead]:
@@ -246,14 +248,17 @@ def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) ->
     import ray
 
     before = [node_memory(node).pss for node in nodes.nodes]
+    kinds_before = [node_pss_by_kind(node) for node in nodes.nodes]
     ref = ray.put(array)
     reads = []
     for label, index in plan:
         node = nodes.nodes[index]
         facts = ray.get(on(facts_after_get, node).remote([ref]))
         growth = [node_memory(n).pss - b for n, b in zip(nodes.nodes, before, strict=True)]
+        by_kind = [{kind: now[kind] - was[kind] for kind in now.keys() & was.keys()}
+                   for now, was in zip((node_pss_by_kind(n) for n in nodes.nodes), kinds_before, strict=True)]
         reads.append(NodeRead(label, index, facts["get_seconds"], facts["in_object_store"],
-                              copies_on(ref, nodes), growth))
+                              copies_on(ref, nodes), growth, by_kind))
     del ref
     return reads
 

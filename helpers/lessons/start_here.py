@@ -27,7 +27,6 @@ import numpy as np
 from helpers.lessons import workers
 from helpers.lessons.demos import (
     HOLD_SECONDS,
-    PSS_KINDS,
     SETTLE_SECONDS,
     hold,
     join_or_kill,
@@ -35,7 +34,7 @@ from helpers.lessons.demos import (
 )
 from helpers.lessons.exercises import Exercise
 from helpers.measure import system
-from helpers.measure.proctree import descendant_pids
+from helpers.measure.proctree import PSS_KINDS, descendant_pids
 from helpers.measure.units import format_bytes
 
 
@@ -221,7 +220,7 @@ def _mapping_kind(header: str) -> str:
 
 def tree_by_kind() -> dict[str, dict[str, int]] | None:
     """USS and PSS of this process and its descendants split by kind of page, in bytes, read now:
-    ``{"uss": {kind: bytes}, "pss": {kind: bytes}}`` for the kinds of ``demos.PSS_KINDS``.
+    ``{"uss": {kind: bytes}, "pss": {kind: bytes}}`` for the kinds of ``proctree.PSS_KINDS``.
 
     Read mapping by mapping from /proc/PID/smaps (USS is Private_Clean + Private_Dirty). File pages
     turn private or shared as other programs on the machine map the same libraries, so they move

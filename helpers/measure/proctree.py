@@ -153,6 +153,25 @@ def _read_smaps_rollup(pid: int) -> ProcessMemory | None:
     return ProcessMemory(fields["Rss"], private, fields.get("Pss", private))
 
 
+# The fields of /proc/PID/smaps_rollup that split PSS by kind of page (Linux 5.x and later).
+PSS_KINDS = {"Pss_Anon": "anonymous", "Pss_Shmem": "shared memory", "Pss_File": "files (code, libraries)"}
+
+
+def pss_by_kind(pid: int) -> dict[str, int] | None:
+    """PSS of one process split by kind of page (``PSS_KINDS``' names), in bytes: None when the
+    process is gone or unreadable, or the kernel does not split PSS (before Linux 5.x, not Linux)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as file:
+            lines = file.read().splitlines()[1:]
+    except OSError:
+        return None
+    fields = {parts[0].rstrip(":"): int(parts[1]) * 1024
+              for parts in map(str.split, lines) if len(parts) >= 2}
+    if not set(PSS_KINDS) <= set(fields):
+        return None
+    return {kind: fields[field] for field, kind in PSS_KINDS.items()}
+
+
 def process_memory(pid: int) -> ProcessMemory | None:
     """RSS, USS and PSS of one process in bytes (None if it is gone or not readable).
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from helpers.measure.proctree import ProcessMemory, descendant_pids, process_memory
+from helpers.measure.proctree import PSS_KINDS, ProcessMemory, descendant_pids, process_memory, pss_by_kind
 
 _SERVICES = (  # what a Python process of Ray's is, from a piece of its command line
     ("dashboard/dashboard.py", "API server (dashboard.py --minimal)"),
@@ -87,6 +87,21 @@ def node_memory(node) -> ProcessMemory:
     present = [t for t in totals if t is not None]
     return ProcessMemory(sum(t.rss for t in present), sum(t.uss for t in present),
                          sum(t.pss for t in present))
+
+
+def node_pss_by_kind(node) -> dict[str, int]:
+    """PSS (bytes) of one node's raylet and the processes it started, split by kind of page
+    (``proctree.PSS_KINDS``): a store on /dev/shm is shared memory, one in a file on disk is file
+    pages, and what the raylet and its workers allocate for themselves is anonymous. Empty where
+    the kernel does not split PSS."""
+    totals = dict.fromkeys(PSS_KINDS.values(), 0)
+    for pid in [node.raylet_pid, *descendant_pids(node.raylet_pid)]:
+        kinds = pss_by_kind(pid)
+        if kinds is None and os.path.exists(f"/proc/{pid}"):
+            return {}
+        for kind, pss in (kinds or {}).items():
+            totals[kind] += pss
+    return totals
 
 
 def store_bytes_used(node_id: str | None = None) -> int:
