@@ -44,6 +44,8 @@ $(INSTALLED): pyproject.toml library/pyproject.toml
 		$(BIN)/python -m pip install --quiet --no-deps "$(TORCH)" --index-url $(TORCH_INDEX) || \
 		{ echo "could not install $(TORCH) from $(TORCH_INDEX); choose a build with TORCH_INDEX=..."; exit 1; }
 	$(BIN)/python -m pip install --quiet -e ./library -e ".[course,browser]"
+	$(BIN)/python -m pip install --quiet -e ".[npshmex]" 2>/dev/null || \
+		echo "npshmex not installed (optional: its SharedArray builds from source); the benchmark goes on without it"
 	touch $(INSTALLED)
 
 setup: $(INSTALLED)

@@ -25,6 +25,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 
 import numpy as np
 
+from helpers.bench import npshmex_echo
 from helpers.lessons import pickler_reductions_torch, workers
 from helpers.measure import copy_floors
 from helpers.measure.quiet_processes import quiet_context
@@ -137,8 +138,9 @@ def executor_measurements(source: np.ndarray, floors: dict[str, Timing], *, repe
                           n_workers: int = 2, start_method: str = DEFAULT_START_METHOD,
                           stdlib: bool = True) -> list[tuple[str, Callable[[], dict]]]:
     """(label, measure) pairs, each returning one round-trip row: the stdlib baseline (unless
-    ``stdlib`` is False) and ours: first call, warm, already shared, plus_one. Each measure
-    starts its own executor with ``n_workers`` workers and ``start_method`` (spawn by default)."""
+    ``stdlib`` is False) and ours: first call, warm, already shared, plus_one; npshmex's echo where
+    that optional extra is installed. Each measure starts its own executor with ``n_workers``
+    workers and ``start_method`` (spawn by default)."""
     context = quiet_context(start_method)
     args = (floors, repeat, n_workers, context)
     measurements = [
@@ -164,11 +166,23 @@ def executor_measurements(source: np.ndarray, floors: dict[str, Timing], *, repe
                 "plus_one, a same-size new result: warm copy in, the worker's array + 1 (its own fresh "
                 "pages: page faults) written into a new segment the parent maps (more page faults)"))),
     ]
+    if npshmex_echo.missing() is None:  # the optional extra: a third executor, timed for real
+        measurements.append(("npshmex", lambda: npshmex_row(source, floors, repeat, n_workers, start_method)))
     if stdlib:
         measurements.insert(0, ("stdlib", lambda: _warm_row(
             ProcessPoolExecutor, "stdlib_echo", workers.echo, source, False, *args, what=(
                 "concurrent.futures.ProcessPoolExecutor, echo: the array pickled both ways (the baseline)"))))
     return measurements
+
+
+def npshmex_row(source: np.ndarray, floors: dict[str, Timing], repeat: int, n_workers: int,
+                start_method: str) -> dict:
+    """``npshmex.ProcessPoolExecutor``'s warm echo of an array of the source's size, timed in a
+    process of its own (``helpers.bench.npshmex_echo``: importing npshmex patches every Future)."""
+    runs, first = npshmex_echo.echo_seconds(source.nbytes, repeat, n_workers, start_method)
+    return make_row("npshmex_echo", source.nbytes, Timing(tuple(runs)), floors, first_s=first, what=(
+        "npshmex.ProcessPoolExecutor, echo, workers started and warmed: the array copied into a new "
+        "segment, the result into another (a fresh interpreter: importing npshmex patches every Future)"))
 
 
 def reducer_row(source: np.ndarray, how: str, where: str, floors: dict[str, Timing], repeat: int = 5,

@@ -95,3 +95,40 @@ def test_what_the_copy_adds_beyond_a_round_trip_of_a_handle_is_checked_from_10_m
               _row("ours_shared", size, 0.0007)]
     split = {c["target"]: c for c in targets.check_targets(slower)}
     assert not split["ours_warm - ours_shared <= 2x floor_warm"]["holds"]  # 2.6x: the copy got slower
+
+
+@pytest.mark.skipif(__import__("helpers.bench.npshmex_echo", fromlist=["missing"]).missing() is not None,
+                    reason="npshmex, the optional extra, is not installed here")
+@pytest.mark.timeout(120)
+def test_npshmex_is_timed_in_a_process_of_its_own_and_leaves_nothing():
+    import concurrent.futures
+    import os
+
+    from helpers.bench import npshmex_echo
+
+    before = set(os.listdir("/dev/shm"))
+    source = copy_floors.random_array(4 * MiB)
+    floors = transport.measure_floors(source, repeat=2)
+    row = transport.npshmex_row(source, floors, repeat=3, n_workers=2, start_method="spawn")
+    assert row["name"] == "npshmex_echo" and len(row["runs_s"]) == 3 and row["ratio_to_warm_floor"] > 0
+    assert "npshmex" not in __import__("sys").modules  # its Future patch never reached this process
+    assert concurrent.futures.Future.__module__ == "concurrent.futures._base"
+    assert set(os.listdir("/dev/shm")) == before
+    with pytest.raises(RuntimeError, match="failed"):
+        npshmex_echo.echo_seconds(1024, 1, 1, "no-such-start-method")
+
+
+def test_the_npshmex_table_reads_the_newest_transport_results_that_have_its_rows(tmp_path):
+    import json
+
+    from helpers.bench import npshmex_echo
+
+    assert "No transport results with npshmex's rows" in npshmex_echo.reference_table(tmp_path)
+    medians = {"npshmex_echo": 0.040, "ours_warm": 0.004, "stdlib_echo": 0.030}
+    rows = [{"name": name, "size_bytes": 10 * MiB, "median_s": s, "ratio_to_warm_floor": s / 0.002}
+            for name, s in medians.items()]
+    (tmp_path / "vm-2026-11-26-transport.json").write_text(json.dumps({"rows": rows[1:]}))
+    (tmp_path / "vm-2026-11-27-transport-npshmex.json").write_text(json.dumps({"rows": rows}))
+    table = npshmex_echo.reference_table(tmp_path)
+    assert "vm-2026-11-27-transport-npshmex.json" in table
+    assert "| 10 MiB | 20× | 2× | 15× | 10× |" in table
