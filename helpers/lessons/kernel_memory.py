@@ -60,7 +60,10 @@ def _base_array(item: object) -> np.ndarray | None:
     """The array that owns ``item``'s memory: an ndarray's base, or the array a buffer
     (memoryview, pickle.PickleBuffer) exports; None for anything else."""
     if isinstance(item, (memoryview, pickle.PickleBuffer)):
-        item = memoryview(item).obj
+        try:
+            item = memoryview(item).obj
+        except ValueError:  # a released buffer exports nothing and holds nothing
+            return None
     if not isinstance(item, np.ndarray):
         return None
     while isinstance(item.base, np.ndarray):

@@ -50,3 +50,12 @@ def test_release_finds_arrays_behind_pickle_buffers_and_says_what_something_else
 def test_release_needs_a_namespace():
     with pytest.raises(TypeError, match="globals"):
         kernel_memory.release(["array"])
+
+
+def test_a_released_buffer_in_the_namespace_is_left_alone():
+    """memoryview(released) raises ValueError: a released view holds no array and is not an error."""
+    view = memoryview(np.ones(MiB // 8))
+    view.release()
+    namespace = {"view": view, "array": np.ones(16 * MiB // 8)}
+    released = kernel_memory.release(namespace)
+    assert released.names == ("array",) and "view" in namespace
