@@ -43,7 +43,7 @@ COMPARISON = re.compile(
     r"grown by|climbs?|steps? up|sits?|differs?|exceeds?|dominates?|zero-copy|copies|copied)\b",
     re.IGNORECASE)
 BOUND = re.compile(r"<!--\s*asserted:\s*([^>]*?)\s*-->")
-CLAIM_TAG = re.compile(r"#\s*claim:\s*([\w, -]+)")
+CLAIM_TAG = re.compile(r"#\s*claim:\s*([\w-]+(?:\s*,\s*[\w-]+)*)")
 DETAILS = re.compile(r"<details>.*?</details>", re.DOTALL)
 NOT_PROSE = re.compile(r"`[^`]*`|\]\([^)]*\)|<!--.*?-->|<[^>]+>", re.DOTALL)
 

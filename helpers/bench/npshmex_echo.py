@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers.measure.units import format_ratio
+
 MISSING = ("npshmex is not installed (an optional extra: pip install -e \".[npshmex]\"; its SharedArray "
            "dependency builds from source and needs a C compiler)")
 TIMINGS = "TIMINGS "  # the line of the child's output that holds its JSON
@@ -40,8 +42,9 @@ def echo_seconds(n_bytes: int, repeat: int, n_workers: int, start_method: str,
                start_method]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as error:
-        raise RuntimeError(f"npshmex's echo ran past {timeout:.0f} s") from error
+    except subprocess.TimeoutExpired as error:  # run() killed the child; its segments may remain
+        raise RuntimeError(f"npshmex's echo ran past {timeout:.0f} s (segments named npshmex_* may be "
+                           "left in /dev/shm: npshmex.shm_clear() removes them)") from error
     lines = [line for line in done.stdout.splitlines() if line.startswith(TIMINGS)]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"npshmex's echo failed (exit {done.returncode}): {done.stderr[-2000:]}")
@@ -53,11 +56,16 @@ def _main(n_bytes: int, repeat: int, n_workers: int, start_method: str) -> None:
     import multiprocessing as mp
 
     import npshmex
+    import SharedArray
 
     from helpers.lessons import workers
     from helpers.measure import copy_floors
     from helpers.measure.timing import time_it
 
+    def ours() -> set[str]:  # npshmex's segments on the machine now: other programs' are left alone
+        return {entry.name.decode() for entry in SharedArray.list() if entry.name.startswith(b"npshmex")}
+
+    before = ours()
     source = copy_floors.random_array(n_bytes)
     executor = npshmex.ProcessPoolExecutor(n_workers, mp_context=mp.get_context(start_method))
     try:
@@ -72,12 +80,10 @@ def _main(n_bytes: int, repeat: int, n_workers: int, start_method: str) -> None:
         timing = time_it(once, repeat=repeat, warmup=n_workers - 1)
     finally:
         executor.shutdown()
-        npshmex.shm_clear()  # every npshmex segment left (none, unless a task failed)
+        for name in ours() - before:  # this run's segments left (none, unless a task failed)
+            SharedArray.delete(name)
     print(TIMINGS + json.dumps({"runs": list(timing.runs), "first": first}), flush=True)
 
-
-if __name__ == "__main__":
-    _main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
 
 
 ROWS = {"npshmex_echo": "npshmex", "ours_warm": "ours, warm", "stdlib_echo": "stdlib"}
@@ -100,9 +106,13 @@ def reference_table(folder: Path | None = None) -> str:
         for size in sizes:
             cells = [f"{by[name, size]['ratio_to_warm_floor']:.3g}×" if (name, size) in by else "-"
                      for name in ROWS]
-            over = ("-" if ("ours_warm", size) not in by else
-                    f"{by['npshmex_echo', size]['median_s'] / by['ours_warm', size]['median_s']:.2g}×")
+            npshmex, ours = by["npshmex_echo", size], by.get(("ours_warm", size))
+            over = "-" if ours is None else f"{format_ratio(npshmex['median_s'] / ours['median_s'])}×"
             lines.append(f"| {size >> 20} MiB | " + " | ".join(cells) + f" | {over} |")
         return "\n".join(lines)
     return ("No transport results with npshmex's rows in `results/`: install the extra and run "
             "`python -m helpers.bench --suite transport`.")
+
+
+if __name__ == "__main__":
+    _main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from helpers.measure.timing import Timing
-from helpers.measure.units import format_bytes, format_seconds
+from helpers.measure.units import format_bytes, format_ratio, format_seconds
 
 # The blog benchmark (Luis Sena, "Sharing big NumPy arrays across python processes", 2021, a ~1.5 GB
 # array on 4 cores): pickling was by far the slowest; fork copy-on-write, a sharedctypes RawArray,
@@ -293,7 +293,7 @@ def claims_by_size(results: Sequence, references: Sequence) -> list[ClaimColumn]
 
 
 def _cell(claim: Claim) -> str:
-    figure = "" if claim.factor is None else f" ({claim.factor:.2g}×)"
+    figure = "" if claim.factor is None else f" ({format_ratio(claim.factor)}×)"
     return {True: "holds", False: "**no**", None: "cannot tell"}[claim.holds] + figure
 
 
@@ -324,8 +324,8 @@ def blog_timings_markdown(results: Sequence) -> str:
     lines = ["| way | the blog's ms | the blog: × its fastest | this run: × its fastest |",
              "|---|---|---|---|"]
     for name, ms in sorted(BLOG_MS.items(), key=lambda item: item[1]):
-        ours = f"{here[name] / here_fastest:.2g}×" if name in here else "not run"
-        lines.append(f"| {name} | {ms:,.2f} | {ms / blog_fastest:.2g}× | {ours} |")
+        ours = f"{format_ratio(here[name] / here_fastest)}×" if name in here else "not run"
+        lines.append(f"| {name} | {ms:,.2f} | {format_ratio(ms / blog_fastest)}× | {ours} |")
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from helpers.measure.proctree import PSS_KINDS, descendant_pids, pss_by_kind
+from helpers.measure import proctree
 from helpers.measure.units import format_bytes
 
 SETTLE_SECONDS = 0.1  # after the last worker is ready, before the steady window opens
@@ -135,15 +135,6 @@ def tree_pss_by_kind() -> dict[str, int] | None:
     so that part moves when unrelated programs start or stop. None where the kernel does not
     split PSS in /proc/PID/smaps_rollup (Linux before 5.x, or not Linux).
     """
-    totals = dict.fromkeys(PSS_KINDS.values(), 0)
-    for pid in [os.getpid(), *descendant_pids(os.getpid())]:
-        kinds = pss_by_kind(pid)
-        if kinds is None:
-            if os.path.exists(f"/proc/{pid}"):
-                return None  # readable process, but no split of PSS by kind
-            continue  # the process ended meanwhile
-        for kind, pss in kinds.items():
-            totals[kind] += pss
-    return totals
+    return proctree.tree_pss_by_kind(os.getpid())
 
 

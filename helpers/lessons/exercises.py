@@ -21,6 +21,8 @@ each exercise a wrong answer, which proves that its check can fail.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,11 +62,15 @@ def check(exercise: Exercise, answer: Any, **measured: Any) -> None:
 
 def worked_solution_verdict(exercise: Exercise, **measured: Any) -> str:
     """One line saying whether the worked solution holds on this run's ``measured`` values, without
-    giving it away: a stored lesson whose solution the run contradicts says so (a test reads it)."""
-    problem = exercise.check(exercise.solution(**measured), **measured)
-    if problem is None:
-        return f"({SOLUTION_HOLDS})"
-    return f"({SOLUTION_FAILS}: {problem})"
+    giving it away: the check's own printout is swallowed, its hint (which may name the measured
+    answer) is not shown, and a check that raises is reported, not raised; a stored lesson whose
+    solution the run contradicts says so (a test reads it)."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            problem = exercise.check(exercise.solution(**measured), **measured)
+    except Exception as error:  # the lesson goes on; the stored-output test fails on this line
+        return f"({SOLUTION_FAILS}: its check raised {type(error).__name__}.)"
+    return f"({SOLUTION_HOLDS})" if problem is None else f"({SOLUTION_FAILS}.)"
 
 
 def grade(exercise: Exercise, answer: Any, **measured: Any) -> bool:

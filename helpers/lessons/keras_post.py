@@ -25,12 +25,17 @@ POST_SECONDS = {"every task": 38.654, "proxy": 0.111}
 def pipelined_seconds(pool, fn: Callable, argument_tuples: Sequence[tuple]) -> float:
     """Wall seconds for the post's producer and consumer to run ``fn(*args)`` for every argument
     tuple: ``apply_async`` promises into a ``Queue(POST_QUEUE)``, a thread that takes each in order
-    and waits for its result, timed from the first submit until that thread has every result."""
+    and waits for its result, timed from the first submit until that thread has every result. A task
+    that raises does not stop the others: its error is raised here once all have ended."""
     promises: queue.Queue = queue.Queue(POST_QUEUE)
+    errors: list[BaseException] = []
 
     def consume() -> None:
-        for _ in argument_tuples:
-            promises.get(block=True).get()
+        for _ in argument_tuples:  # a failed task is kept, and the queue still drained: no deadlock
+            try:
+                promises.get(block=True).get()
+            except Exception as error:
+                errors.append(error)
 
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
@@ -38,7 +43,10 @@ def pipelined_seconds(pool, fn: Callable, argument_tuples: Sequence[tuple]) -> f
     for args in argument_tuples:
         promises.put(pool.apply_async(fn, args), block=True)
     consumer.join()
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return seconds
 
 
 def per_task(seconds: dict[str, float], tasks: dict[str, int]) -> dict[str, float]:
@@ -62,6 +70,16 @@ def _compared(here: float, there: float) -> str:
     return "about as much"
 
 
+def direction_and_size(here_ratio: float, post_ratio: float) -> str:
+    """Whether the proxy won here as in the post, and whether by a factor of the same size (within
+    ``SAME_WITHIN`` squared, a noisy timing's margin): one sentence chosen by the two ratios."""
+    direction = ("The proxy won here as in the post" if here_ratio > 1 else
+                 "Unlike in the post, the proxy lost here")
+    same = 1 / SAME_WITHIN**2 <= here_ratio / post_ratio <= SAME_WITHIN**2
+    return direction + ("; by a factor of about the post's size. " if same else
+                        "; by a factor of another size. ")
+
+
 def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], cpus: int) -> str:
     """A sentence, chosen by the measured per-task seconds here and in the post, saying which of the
     two costs moved the proxy's factor: sending the list (pickling speed) or a proxy read (a round
@@ -73,7 +91,7 @@ def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], 
     if words["proxy"] != "about as much":
         reasons.append("a proxy read is a round trip to the manager"
                        + (f", which waits for a CPU when {POST_WORKERS} workers and the manager share {cpus}"
-                          if cpus <= POST_WORKERS else ""))
+                          if words["proxy"] == "more" and cpus <= POST_WORKERS else ""))
     sentence = (f"Sending the list cost {words['every task']} per task here as in the post, "
                 f"and a proxy read {words['proxy']}")
     sentence = sentence.replace("less per task here as", "less per task here than").replace(

@@ -45,6 +45,7 @@ class Filesystem:
     mount_point: str
     fstype: str
     source: str
+    options: str = ""  # the mount options, comma-separated (e.g. "rw,relatime,size=65536k")
 
 
 def filesystem_of(path: str | os.PathLike) -> Filesystem:
@@ -56,11 +57,11 @@ def filesystem_of(path: str | os.PathLike) -> Filesystem:
     best: Filesystem | None = None
     with open("/proc/mounts") as mounts:
         for line in mounts:
-            source, point, fstype, *_ = line.split()
+            source, point, fstype, *rest = line.split()
             point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), point)
             inside = target == point or target.startswith(point.rstrip("/") + "/")
             if inside and (best is None or len(point) >= len(best.mount_point)):
-                best = Filesystem(point, fstype, source)
+                best = Filesystem(point, fstype, source, rest[0] if rest else "")
     if best is None:
         raise FileNotFoundError(f"no mount point in /proc/mounts holds {target}")
     return best
@@ -195,13 +196,11 @@ def faults_per_read(spec: MemmapSpec, repeat: int = 3) -> int:
 
 def tmpfs_huge_option(path: str | os.PathLike) -> str | None:
     """The ``huge=`` option of the tmpfs mount that holds ``path`` ("never" when its options name
-    none, the default), or None when ``path`` is not on tmpfs. Read from /proc/mounts."""
+    none, the default), or None when ``path`` is not on tmpfs."""
     fs = filesystem_of(path)
     if fs.fstype != "tmpfs":
         return None
-    with open("/proc/mounts") as mounts:
-        options = [line.split()[3] for line in mounts if line.split()[1] == fs.mount_point][-1]
-    return next((option.split("=", 1)[1] for option in options.split(",") if option.startswith("huge=")),
+    return next((option.split("=", 1)[1] for option in fs.options.split(",") if option.startswith("huge=")),
                 "never")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from helpers.lessons.memmap import FileMemory, filesystem_of, free_bytes
 from helpers.measure.plots import plot_bars
 from helpers.measure.timing import Timing
-from helpers.measure.units import format_bytes, format_rate, format_seconds
+from helpers.measure.units import format_bytes, format_rate, format_ratio, format_seconds
 
 
 def describe_places(places: Mapping[str, Path]) -> str:
@@ -119,11 +119,16 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
     if "tmpfs" not in faults or "disk" not in faults:
         return text
     slower = reads["tmpfs", "warm read"].median / reads["disk", "warm read"].median
+    timing = f"Its warm read took {format_ratio(slower)}× the disk's"
     if faults["tmpfs"] > 2 * faults["disk"]:
+        pages = ("keeps 4 KiB pages" if huge in (None, "never", "deny") else
+                 "still mapped fewer pages per fault")
         return text + (
             "The page cache holds a file on disk in large folios (blocks of contiguous pages), and one fault "
-            f"maps a whole folio; this tmpfs (mounted with `huge={huge}`) keeps 4 KiB pages, and one fault "
-            f"maps only a few. Its warm read took {slower:.2g}× the disk's: mapping afresh is most of a "
-            "warm read, and tmpfs needs more faults for it.")
-    return text + (f"Both mapped about as much per fault here, and tmpfs's warm read took {slower:.2g}× "
-                   "the disk's.")
+            f"maps a whole folio; this tmpfs (mounted with `huge={huge}`) {pages}, and one fault maps only a "
+            "few. " + timing + (": mapping afresh is most of a warm read, and tmpfs needs more faults for it."
+                                if slower > 1.1 else ", so here the faults did not decide it."))
+    if faults["disk"] > 2 * faults["tmpfs"]:
+        return text + ("Here the disk file needed more faults: its page cache held it in smaller blocks. "
+                       + timing + ".")
+    return text + "Both mapped about as much per fault here. " + timing + "."

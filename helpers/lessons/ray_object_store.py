@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from helpers.lessons import memmap
 from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.ray_processes import copies_on, node_memory, node_pss_by_kind, store_bytes_used
 from helpers.measure.timing import Timing, time_it
@@ -261,6 +262,22 @@ def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) ->
                               copies_on(ref, nodes), growth, by_kind))
     del ref
     return reads
+
+
+def store_page_kind(store_directory: str) -> str:
+    """The kind of page (``proctree.PSS_KINDS``' names) a node's store is made of: a store on tmpfs
+    (/dev/shm, or a /tmp that is tmpfs) is shared memory, a file on a disk is file pages."""
+    tmpfs = memmap.filesystem_of(store_directory).fstype == "tmpfs"
+    return "shared memory" if tmpfs else "files (code, libraries)"
+
+
+def growth_by_kind_markdown(growth: dict[str, float], store_kind: str, array_bytes: int) -> str:
+    """': X in its store's pages, the copy, and Y anonymous' (in arrays) from a node's PSS growth by
+    kind of page; empty where the kernel does not split PSS."""
+    if not growth:
+        return ""
+    return (f": {growth[store_kind] / array_bytes:.1f} in its store's pages, the copy, and "
+            f"{growth['anonymous'] / array_bytes:.1f} anonymous")
 
 
 def put_and_get_per_node(nodes, n_bytes: int, repeat: int = 3) -> dict[int, dict]:

@@ -70,12 +70,6 @@ def time_table_fan_outs(context, n_workers: int, n_rows: int, repeat: int = 3
             tasks = [(shared.handle, "price", 0, n_rows)] * n_workers
             return pool.starmap(nansum_field_slice, tasks, chunksize=1)
 
-    def traced_fan_out(pool) -> list[float]:
-        tracemalloc.start()  # the post measured its peak while it timed: this process's allocations traced
-        try:
-            return pool.map(nansum_price, [tables["objects"]] * n_workers, chunksize=1)
-        finally:
-            tracemalloc.stop()
 
     with context.Pool(n_workers) as pool:
         pool.map(workers.worker_pid, range(n_workers))  # start the workers before timing
@@ -84,11 +78,41 @@ def time_table_fan_outs(context, n_workers: int, n_rows: int, repeat: int = 3
             PICKLED_OBJECTS: lambda: pool.map(nansum_price, [tables["objects"]] * n_workers, chunksize=1),
             SHARED: lambda: shared_fan_out(pool),
         }
-        if not tracemalloc.is_tracing():  # tracing already: every way above is traced, none to compare
-            ways[PICKLED_OBJECTS_TRACED] = lambda: traced_fan_out(pool)
         sums = {way: fan_out() for way, fan_out in ways.items()}  # untimed: the warm-up, checked
         timings = {way: time_it(fan_out, repeat=repeat, warmup=0) for way, fan_out in ways.items()}
+        if not tracemalloc.is_tracing():  # tracing already: every way above was traced, none to compare
+            tracemalloc.start()  # as the post did: tracing on while it timed (start and stop untimed)
+            try:
+                sums[PICKLED_OBJECTS_TRACED] = ways[PICKLED_OBJECTS]()
+                timings[PICKLED_OBJECTS_TRACED] = time_it(ways[PICKLED_OBJECTS], repeat=repeat, warmup=0)
+            finally:
+                tracemalloc.stop()
     return timings, sums
+
+
+def post_versions(pickled_bytes: float, pickled_objects: float, shared: float,
+                  traced: float | None) -> str:
+    """Markdown on the shared-memory post's two versions, from the fan-out medians (seconds): its
+    code today (``'S6'``, our bytes row) and its first version (text as objects, our strings row),
+    which of them gives a factor of tens, and what tracemalloc on cost the strings' way."""
+    def faster(pickled: float) -> str:
+        if pickled >= shared:
+            return f"shared memory was {about(pickled / shared)}× as fast as pickling"
+        return f"pickling was {about(shared / pickled)}× as fast as shared memory"
+
+    text = ("**The post's two versions.** Its code today (`'S6'`) is our bytes row: "
+            f"{faster(pickled_bytes)}. Its first version (text as objects) is our strings row: "
+            f"{faster(pickled_objects)}. ")
+    separate = pickled_objects >= 10 * shared > pickled_bytes
+    text += ("Only the strings give a factor of tens, the post's order: its figures came from that version. "
+             if separate else "Here the two versions do not separate that way. ")
+    if traced is not None:
+        costly = traced >= 1.2 * pickled_objects
+        text += ("With tracemalloc tracing this process, as the post timed it, the strings' way took "
+                 f"{about(traced / pickled_objects)}× as long" + (
+                     ": tracemalloc records every allocation the pickling makes." if costly else
+                     ": on this path it costs little, since the workers, which unpickle, are not traced."))
+    return text
 
 
 @dataclass(frozen=True)

@@ -135,8 +135,9 @@ def descendant_pids(root_pid: int, files: ProcFiles | None = None) -> list[int]:
             files.close()
 
 
-def _read_smaps_rollup(pid: int) -> ProcessMemory | None:
-    """RSS, USS (private pages) and PSS of one process from /proc/PID/smaps_rollup, in bytes."""
+def _smaps_rollup_fields(pid: int) -> dict[str, int] | None:
+    """The fields of /proc/PID/smaps_rollup (``Rss``, ``Pss``, ``Pss_Anon`` ...) in bytes, or None
+    when the process is gone or unreadable."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as file:
             text = file.read()
@@ -147,7 +148,13 @@ def _read_smaps_rollup(pid: int) -> ProcessMemory | None:
         parts = line.split()
         if len(parts) >= 3 and parts[2] == "kB":
             fields[parts[0].rstrip(":")] = int(parts[1]) * 1024
-    if "Rss" not in fields:
+    return fields
+
+
+def _read_smaps_rollup(pid: int) -> ProcessMemory | None:
+    """RSS, USS (private pages) and PSS of one process from /proc/PID/smaps_rollup, in bytes."""
+    fields = _smaps_rollup_fields(pid)
+    if not fields or "Rss" not in fields:
         return None
     private = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
     return ProcessMemory(fields["Rss"], private, fields.get("Pss", private))
@@ -160,16 +167,25 @@ PSS_KINDS = {"Pss_Anon": "anonymous", "Pss_Shmem": "shared memory", "Pss_File": 
 def pss_by_kind(pid: int) -> dict[str, int] | None:
     """PSS of one process split by kind of page (``PSS_KINDS``' names), in bytes: None when the
     process is gone or unreadable, or the kernel does not split PSS (before Linux 5.x, not Linux)."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as file:
-            lines = file.read().splitlines()[1:]
-    except OSError:
-        return None
-    fields = {parts[0].rstrip(":"): int(parts[1]) * 1024
-              for parts in map(str.split, lines) if len(parts) >= 2}
-    if not set(PSS_KINDS) <= set(fields):
+    fields = _smaps_rollup_fields(pid)
+    if fields is None or not set(PSS_KINDS) <= set(fields):
         return None
     return {kind: fields[field] for field, kind in PSS_KINDS.items()}
+
+
+def tree_pss_by_kind(root: int) -> dict[str, int] | None:
+    """PSS of ``root`` and its descendants split by kind of page (``pss_by_kind``), in bytes, read
+    now; a process that ended meanwhile is left out. None where the kernel does not split PSS."""
+    totals = dict.fromkeys(PSS_KINDS.values(), 0)
+    for pid in [root, *descendant_pids(root)]:
+        kinds = pss_by_kind(pid)
+        if kinds is None:
+            if os.path.exists(f"/proc/{pid}"):
+                return None  # a readable process, but no split of PSS by kind
+            continue
+        for kind, pss in kinds.items():
+            totals[kind] += pss
+    return totals
 
 
 def process_memory(pid: int) -> ProcessMemory | None:

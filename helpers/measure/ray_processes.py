@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from helpers.measure.proctree import PSS_KINDS, ProcessMemory, descendant_pids, process_memory, pss_by_kind
+from helpers.measure.proctree import ProcessMemory, descendant_pids, process_memory, tree_pss_by_kind
 
 _SERVICES = (  # what a Python process of Ray's is, from a piece of its command line
     ("dashboard/dashboard.py", "API server (dashboard.py --minimal)"),
@@ -94,14 +94,7 @@ def node_pss_by_kind(node) -> dict[str, int]:
     (``proctree.PSS_KINDS``): a store on /dev/shm is shared memory, one in a file on disk is file
     pages, and what the raylet and its workers allocate for themselves is anonymous. Empty where
     the kernel does not split PSS."""
-    totals = dict.fromkeys(PSS_KINDS.values(), 0)
-    for pid in [node.raylet_pid, *descendant_pids(node.raylet_pid)]:
-        kinds = pss_by_kind(pid)
-        if kinds is None and os.path.exists(f"/proc/{pid}"):
-            return {}
-        for kind, pss in (kinds or {}).items():
-            totals[kind] += pss
-    return totals
+    return tree_pss_by_kind(node.raylet_pid) or {}
 
 
 def store_bytes_used(node_id: str | None = None) -> int:

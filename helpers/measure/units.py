@@ -24,3 +24,9 @@ def format_rate(bytes_per_second: float) -> str:
     if bytes_per_second >= GiB:
         return f"{bytes_per_second / GiB:.3g} GiB/s"
     return f"{bytes_per_second / MiB:.3g} MiB/s"
+
+
+def format_ratio(ratio: float) -> str:
+    """A measured ratio with two significant digits and no exponent, for prose and tables:
+    161.6 -> '160', 7.34 -> '7.3', 0.171 -> '0.17' (append the '×' yourself)."""
+    return f"{float(f'{ratio:.2g}'):,g}"

@@ -43,7 +43,22 @@ def test_an_unanswered_exercise_says_whether_the_worked_solution_holds_without_g
     exercises.check(always_a, None, **times)
     out = capsys.readouterr().out
     assert (exercises.SOLUTION_HOLDS in out) is holds and (exercises.SOLUTION_FAILS in out) is not holds
-    assert "'a'" not in out.split("\n", 1)[1]  # the question names 'a'; the verdict does not
+    assert "'a'" not in out.split("\n", 1)[1] and "compare the two times" not in out  # no answer, no hint
+
+
+def test_the_worked_solution_verdict_swallows_the_checks_printout_and_reports_an_error(monkeypatch, capsys):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+
+    def noisy(answer, a, b):
+        print("a race ran: lost 0")
+        return FASTER.check(answer, a, b)
+
+    talkative = exercises.Exercise(FASTER.name, FASTER.question, noisy, FASTER.solution)
+    exercises.check(talkative, None, a=1.0, b=2.0)
+    assert "a race ran" not in capsys.readouterr().out
+    broken = exercises.Exercise(FASTER.name, FASTER.question, FASTER.check, lambda a, b: 1 / 0)
+    exercises.check(broken, None, a=1.0, b=2.0)
+    assert f"{exercises.SOLUTION_FAILS}: its check raised ZeroDivisionError." in capsys.readouterr().out
 
 
 def test_the_check_cell_shows_only_the_printed_verdict(monkeypatch, capsys):

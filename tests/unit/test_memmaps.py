@@ -96,6 +96,11 @@ def test_the_faults_paragraph_says_why_only_when_tmpfs_needed_more():
     assert "one per 1.94 MiB" in many and "`huge=never`" in many and "took 3×" in many
     same = memmap_figures.describe_faults({"disk": 2000, "tmpfs": 2051}, reads, 128 * 2**20, "never")
     assert "about as much per fault" in same and "folio" not in same
+    huge = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "always")
+    assert "4 KiB" not in huge and "`huge=always`" in huge
+    faster = {("disk", "warm read"): Timing((0.03,)), ("tmpfs", "warm read"): Timing((0.01,))}
+    assert "did not decide it" in memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, faster,
+                                                                  128 * 2**20, "never")
 
 
 @pytest.mark.parametrize("on", KINDS)

@@ -23,3 +23,13 @@ def test_a_wrong_answer_fails_the_exercise(wrong, hint, monkeypatch):
 
 def test_the_worked_solution_passes(monkeypatch, capsys):
     assert_worked_solution_passes(dask_cluster.EXERCISE, monkeypatch, capsys, **MEASURED)
+
+
+def test_a_nodes_growth_is_split_into_its_stores_pages_and_anonymous_memory():
+    from helpers.lessons import ray_object_store
+
+    assert ray_object_store.store_page_kind("/dev/shm") == "shared memory"
+    growth = {"anonymous": 150.0, "files (code, libraries)": 128.0, "shared memory": 0.0}
+    text = ray_object_store.growth_by_kind_markdown(growth, "files (code, libraries)", 128)
+    assert text == ": 1.0 in its store's pages, the copy, and 1.2 anonymous"
+    assert ray_object_store.growth_by_kind_markdown({}, "shared memory", 128) == ""
