@@ -15,8 +15,15 @@ their checks)::
 
     assert first > 1.2 * later, (first, later)  # claim: first-copy-slowest
 
-A paragraph a code cell renders from the measured values (``display(Markdown(f"..."))``) is bound
-by construction: it says what this run found, so it is listed as rendered and not checked here.
+A paragraph a code cell renders from the measured values (``display(Markdown(f"..."))``) says what
+this run found, but only in what the values choose: "{ratio}× faster than" prints "0.8× faster" on a
+run where it was slower. So a rendering cell's fixed words are checked too: a comparing word in the
+text it passes to ``Markdown`` (the literals of the call and of the names the call uses, set in the
+same cell) is either chosen by the values (a branch of a conditional expression, ``"faster" if ...
+else "slower"``), a ratio written so that any value reads true ("{ratio}× as long as"), or named by
+the asserts that hold it, in a comment of the cell::
+
+    display(Markdown(f"Protocol 5 was {ratio:.1f}× faster."))  # asserted: protocol-5-faster
 
 ``python -m tools.check_prose_claims notebooks/*.ipynb`` prints every unbound comparison and every
 key without its assert, and exits 1 if there is any; ``--list`` prints, per lesson, each paragraph
@@ -25,6 +32,7 @@ with its comparisons and the asserts (or the rendering cell) that hold it.
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from dataclasses import dataclass
@@ -33,7 +41,7 @@ from pathlib import Path
 import nbformat
 
 # A paragraph that says what the run shows begins with one of these (italic or bold).
-CLAIM_PARAGRAPH = re.compile(r"^\s*[*_]{1,2}(What to see|Conclusion)\b", re.IGNORECASE)
+CLAIM_PARAGRAPH = re.compile(r"^\s*[*_]{1,2}(What to see|Conclusion|Found)\b", re.IGNORECASE)
 # Words that compare: orderings, groupings, sameness, counts of copies, and where a line sits.
 COMPARISON = re.compile(
     r"\b(?:faster|slower|fastest|slowest|quicker|cheaper|costlier|more than|less than|fewer|"
@@ -43,6 +51,10 @@ COMPARISON = re.compile(
     r"grown by|climbs?|steps? up|sits?|differs?|exceeds?|dominates?|zero-copy|copies|copied)\b",
     re.IGNORECASE)
 BOUND = re.compile(r"<!--\s*asserted:\s*([^>]*?)\s*-->")
+# In a rendering cell: the comment that names the asserts holding its fixed comparing words.
+RENDER_BOUND = re.compile(r"#\s*asserted:\s*([\w-]+(?:\s*,\s*[\w-]+)*)")
+# A rendered ratio that reads true whatever its value: "{ratio}× as long as", "{ratio}× the time of".
+NEUTRAL_RATIO = re.compile(r"×\**\s*(?:as \w+ as|the \w+ of)\b", re.IGNORECASE)
 CLAIM_TAG = re.compile(r"#\s*claim:\s*([\w-]+(?:\s*,\s*[\w-]+)*)")
 DETAILS = re.compile(r"<details>.*?</details>", re.DOTALL)
 NOT_PROSE = re.compile(r"`[^`]*`|\]\([^)]*\)|<!--.*?-->|<[^>]+>", re.DOTALL)
@@ -51,6 +63,17 @@ NOT_PROSE = re.compile(r"`[^`]*`|\]\([^)]*\)|<!--.*?-->|<[^>]+>", re.DOTALL)
 @dataclass(frozen=True)
 class Paragraph:
     """One What to see / Conclusion paragraph of a Markdown cell, with what binds it."""
+
+    notebook: str
+    cell: int
+    text: str
+    comparisons: tuple[str, ...]
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RenderingCell:
+    """A code cell that renders Markdown: the comparing words it writes whatever the run, and its keys."""
 
     notebook: str
     cell: int
@@ -103,12 +126,60 @@ def asserted_keys(source: str) -> dict[str, str]:
     return found
 
 
-def rendered_paragraphs(source: str) -> bool:
-    """True when a code cell renders a What to see / Conclusion paragraph from the run's values."""
-    return "Markdown(" in source and re.search(r"(What to see|Conclusion)", source) is not None
+def fixed_literals(node: ast.AST, assigned: dict[str, list[ast.AST]], seen: set[str]) -> list[str]:
+    """The string literals under ``node`` the run cannot change: not a branch of a conditional
+    expression, followed into the names the expression uses that the cell assigns."""
+    if isinstance(node, ast.IfExp):
+        return fixed_literals(node.test, assigned, seen)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.Name) and node.id in assigned and node.id not in seen:
+        seen.add(node.id)
+        return [text for value in assigned[node.id] for text in fixed_literals(value, assigned, seen)]
+    return [text for child in ast.iter_child_nodes(node) for text in fixed_literals(child, assigned, seen)]
 
 
-def read(path: Path) -> tuple[list[Paragraph], list[tuple[int, dict[str, str]]], list[int]]:
+def unconditional_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements that run whatever the values: those of an ``if`` are chosen by them."""
+    found = []
+    for statement in body:
+        if isinstance(statement, ast.If):
+            continue
+        found.append(statement)
+        if isinstance(statement, (ast.With, ast.For, ast.Try)):
+            found += unconditional_statements(statement.body)
+    return found
+
+
+def rendered_text(source: str) -> str | None:
+    """The fixed words a code cell passes to ``Markdown(...)`` (None when it renders no Markdown)."""
+    if "Markdown(" not in source:
+        return None
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    tree = ast.parse(code)
+    assigned: dict[str, list[ast.AST]] = {}
+    for node in unconditional_statements(tree.body):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        assigned.setdefault(name.id, []).append(node.value)
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Markdown"]
+    if not calls:
+        return None
+    return " ".join(text for call in calls for text in fixed_literals(call, assigned, set()))
+
+
+def rendered_comparisons(text: str) -> tuple[str, ...]:
+    """The comparing words in the fixed text of a rendering cell's What to see / Conclusion / Found
+    paragraphs (ratios that read true at any value left out)."""
+    return tuple(dict.fromkeys(word for paragraph in claim_paragraphs(text)
+                               for word in comparisons(NEUTRAL_RATIO.sub(" ", paragraph))))
+
+
+def read(path: Path) -> tuple[list[Paragraph], list[tuple[int, dict[str, str]]], list[RenderingCell]]:
     """A notebook's claim paragraphs, its code cells' tagged asserts, and its rendering cells."""
     notebook = nbformat.read(path, as_version=4)
     paragraphs, asserts, rendered = [], [], []
@@ -118,19 +189,23 @@ def read(path: Path) -> tuple[list[Paragraph], list[tuple[int, dict[str, str]]],
                            for text in claim_paragraphs(cell.source)]
         elif cell.cell_type == "code":
             asserts.append((index, asserted_keys(cell.source)))
-            if rendered_paragraphs(cell.source):
-                rendered.append(index)
+            text = rendered_text(cell.source)
+            if text is not None:
+                keys = tuple(key.strip() for found in RENDER_BOUND.findall(cell.source)
+                             for key in found.split(","))
+                rendered.append(RenderingCell(path.name, index, text, rendered_comparisons(text), keys))
     return paragraphs, asserts, rendered
 
 
 def check_notebook(path: Path) -> list[Finding]:
     """Each unbound comparing paragraph, each key no assert carries, each claim tag no paragraph names."""
-    paragraphs, asserts, _ = read(path)
+    paragraphs, asserts, rendered = read(path)
     findings, used = [], set()
-    for paragraph in paragraphs:
+    for paragraph in [*paragraphs, *rendered]:
         if paragraph.comparisons and not paragraph.keys:
+            fixed = "renders fixed words that compare" if isinstance(paragraph, RenderingCell) else "compares"
             findings.append(Finding(path.name, paragraph.cell,
-                                    f"compares ({', '.join(paragraph.comparisons)}) with no assert bound",
+                                    f"{fixed} ({', '.join(paragraph.comparisons)}) with no assert bound",
                                     paragraph.text))
         for key in paragraph.keys:
             if not any(key in keys for _, keys in asserts):
@@ -155,7 +230,12 @@ def listing(path: Path) -> list[str]:
         for key in paragraph.keys:
             holders = [f"cell {cell}: {keys[key]}" for cell, keys in asserts if key in keys]
             lines.append(f"    {key}: " + ("; ".join(holders) or "NO ASSERT"))
-    lines += [f"cell {cell}: rendered from the run" for cell in rendered]
+    for cell in rendered:
+        words = f" (fixed: {', '.join(cell.comparisons)})" if cell.comparisons else ""
+        lines.append(f"cell {cell.cell}: rendered from the run{words}")
+        for key in cell.keys:
+            holders = [f"cell {index}: {keys[key]}" for index, keys in asserts if key in keys]
+            lines.append(f"    {key}: " + ("; ".join(holders) or "NO ASSERT"))
     return lines
 
 

@@ -62,9 +62,46 @@ def test_a_key_without_its_assert_and_a_tag_without_its_paragraph_are_findings(t
 
 
 def test_a_paragraph_rendered_from_the_run_is_listed_as_rendered(tmp_path):
-    path = lesson(tmp_path, ("code", 'display(Markdown(f"*What to see:* {name} is the fastest."))'))
+    path = lesson(tmp_path, ("code", 'display(Markdown(f"*What to see:* {name} took {seconds:.1f} s."))'))
     assert tool.check_notebook(path) == []
     assert tool.listing(path) == ["== lesson.ipynb", "cell 0: rendered from the run"]
+
+
+@pytest.mark.parametrize("source", [
+    # the word is chosen by the values
+    'display(Markdown(f"**Conclusion.** {name} was {\'faster\' if ratio > 1 else \'slower\'}."))',
+    # a ratio that reads true at any value
+    'display(Markdown(f"**Conclusion.** Pickling took {ratio:.1f}× as long as sharing."))',
+    # set in a branch: chosen by the values
+    'if ratio > 1:\n    verdict = "faster"\nelse:\n    verdict = "slower"\n'
+    'display(Markdown(f"**Conclusion.** It was {verdict}."))',
+    # fixed words outside a What to see / Conclusion / Found paragraph
+    'display(Markdown("## References\\n\\n- The post: pickling is slower."))',
+])
+def test_words_the_values_choose_are_not_findings(tmp_path, source):
+    assert tool.check_notebook(lesson(tmp_path, ("code", source))) == []
+
+
+def test_fixed_comparing_words_of_a_rendered_paragraph_need_their_asserts(tmp_path):
+    faster = 'display(Markdown(f"*What to see:* {name} is {ratio:.1f}× faster."))'
+    unbound = lesson(tmp_path, ("code", faster))
+    assert [finding.problem for finding in tool.check_notebook(unbound)] == [
+        "renders fixed words that compare (faster) with no assert bound"]
+    # followed into a name the call uses, set in the same cell
+    via_name = lesson(tmp_path, ("code", 'text = f"**Found.** one copy per worker ({n})"\n'
+                                         "display(Markdown(text))"))
+    assert [finding.problem for finding in tool.check_notebook(via_name)] == [
+        "renders fixed words that compare (one copy, per worker) with no assert bound"]
+    bound = lesson(tmp_path,
+                   ("code", faster + "\n# asserted: ratio-above-one"),
+                   ("code", "assert ratio > 1.2, ratio  # claim: ratio-above-one"))
+    assert tool.check_notebook(bound) == []
+    assert tool.listing(bound)[1:] == [
+        "cell 0: rendered from the run (fixed: faster)",
+        "    ratio-above-one: cell 1: assert ratio > 1.2, ratio  # claim: ratio-above-one"]
+    missing = lesson(tmp_path, ("code", faster + "  # asserted: gone"))
+    assert [finding.problem for finding in tool.check_notebook(missing)] == [
+        "names 'gone', which no assert of the lesson carries"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
