@@ -16,7 +16,6 @@ import ctypes.util
 import mmap
 import multiprocessing as mp
 import os
-import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -262,22 +261,12 @@ def data_growth(before: dict[str, dict[str, int]] | None,
             for measure in ("uss", "pss")}
 
 
-def _steady_medians(report, start: str, end: str) -> dict[int, tuple[float, float]]:
-    """pid -> median (RSS, PSS) in bytes between two marks, for each process seen there."""
-    window = report.window(start, end)
-    medians = {}
-    for pid in report.process_labels:
-        seen = [s.processes[pid] for s in window if pid in s.processes]
-        if seen:
-            medians[pid] = (statistics.median(p.rss for p in seen), statistics.median(p.pss for p in seen))
-    return medians
-
-
 def steady_by_role(report, start: str, end: str) -> dict[str, tuple[float, float]]:
-    """Each process's median (RSS, PSS) in bytes between two marks of ``report``, keyed by its
-    label (its role once ``MemoryReport.name_roles`` has run); processes not seen there are left out."""
-    return {report.process_labels[pid].split(" (")[0]: medians
-            for pid, medians in _steady_medians(report, start, end).items()}
+    """Each process's median (RSS, PSS) in bytes between two marks of ``report``
+    (``MemoryReport.by_process``), keyed by its label (its role once ``MemoryReport.name_roles`` has
+    run); processes not seen there are left out."""
+    return {report.process_labels.get(pid, str(pid)).split(" (")[0]: medians
+            for pid, medians in report.by_process(start, end).items()}
 
 
 def steady_per_process(report, start: str, end: str, names: dict[int, str] | None = None) -> str:
@@ -286,8 +275,8 @@ def steady_per_process(report, start: str, end: str, names: dict[int, str] | Non
     ``names`` (pid -> role) overrides the report's labels (their roles once ``name_roles`` has run).
     """
     rows = [("process", "RSS", "PSS")]
-    for pid, (rss, pss) in _steady_medians(report, start, end).items():
-        role = (names or {}).get(pid, report.process_labels[pid].split(" (")[0])
+    for pid, (rss, pss) in report.by_process(start, end).items():
+        role = (names or {}).get(pid, report.process_labels.get(pid, str(pid)).split(" (")[0])
         rows.append((role, format_bytes(rss), format_bytes(pss)))
     width = max(len(row[0]) for row in rows)
     return "\n".join(f"{role:<{width}}  {rss:>9}  {pss:>9}" for role, rss, pss in rows)

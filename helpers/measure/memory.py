@@ -161,14 +161,26 @@ class MemoryReport:
         t1 = self.marks[end] if isinstance(end, str) else (end if end is not None else float("inf"))
         return [s for s in self.samples if t0 <= s.time <= t1]
 
+    def by_process(self, start: str | float, end: str | float | None = None
+                   ) -> dict[int, tuple[float, float]]:
+        """pid -> median (RSS, PSS) in bytes between two marks, for each process seen there: RSS
+        from every sample, PSS from the window's exact samples (all of them if none is exact), as
+        ``steady`` reads the tree."""
+        chosen = self.window(start, end)
+        exact = [sample for sample in chosen if sample.exact] or chosen
+        medians = {}
+        for pid in {pid for sample in chosen for pid in sample.processes}:
+            pss = [s.processes[pid].pss for s in exact if pid in s.processes]
+            rss = [s.processes[pid].rss for s in chosen if pid in s.processes]
+            if pss:
+                medians[pid] = (statistics.median(rss), statistics.median(pss))
+        return medians
+
     def pss_by_process(self, start: str | float, end: str | float | None = None) -> dict[str, float]:
         """Median PSS (bytes) of each process between two marks, keyed by its label (``name_roles``
         names them by role), from the window's exact samples (all of them if none is exact)."""
-        chosen = self.window(start, end)
-        exact = [sample for sample in chosen if sample.exact] or chosen
-        pids = {pid for sample in exact for pid in sample.processes}
-        return {self.process_labels.get(pid, str(pid)): statistics.median(
-            s.processes[pid].pss for s in exact if pid in s.processes) for pid in pids}
+        return {self.process_labels.get(pid, str(pid)): pss
+                for pid, (_, pss) in self.by_process(start, end).items()}
 
     def steady(self, start: str | float, end: str | float | None = None,
                exact_only: bool = False) -> SteadyState:
