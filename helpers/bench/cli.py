@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from helpers.bench import report, strategies_suite, targets
+from helpers.bench import own_task, report, strategies_suite, targets, task_array, task_suite
 from helpers.bench import transport_suite as transport
 from helpers.measure import config, copy_floors, leftovers, system
 from helpers.measure.machine import machine_report
@@ -52,7 +52,21 @@ executor (against the stdlib ProcessPoolExecutor) and through the pickler reduct
 compare with two floors measured in the same run: (a) one copy into warm memory, (b) one copy
 into a new shared-memory segment. Results: results/<host>-<date>-<suite>.json (schema:
 results/README.md) and a PNG figure beside it; the table (and the transport targets) printed.
-Ctrl-C stops it cleanly (exit code 130)."""
+Ctrl-C stops it cleanly (exit code 130).
+
+Your own task on your own array: --task my_module:my_function runs your function as the workers' task
+in every strategy chosen (--strategies, default all), on --array data.npy (memory-mapped, not loaded
+twice) or on random data of --shape and --dtype. The contract: each worker calls
+    my_function(array, worker_index, n_workers)
+and it returns a small value or an array; the array is the whole array, reached the strategy's way
+(read-only in joblib and Ray: a function that writes into it is reported as unable to run there).
+my_module is imported by name in every worker, as a spawned child imports it: run from its folder
+or put it on PYTHONPATH (not __main__). Per strategy: the fan-out (every worker calls it) and, when
+it returns an array, the round trip (worker 0's array sent back whole), as medians and multiples
+of the floors; set-up; PSS and /dev/shm added while the workers hold the array; or why it could not
+run (with the worker's traceback when your function raised; --time-limit ends one that hangs).
+Then a ranking for your task and the decision guide's constraints that apply. Writes
+results/<host>-<date>-task.json and a PNG; try --task helpers.bench.example_tasks:sum_slice."""
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
@@ -94,6 +108,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="transport suite: how worker processes start (default: %(default)s; the "
                              "strategies suite uses each strategy's own); workers are started and warmed "
                              "before timing either way")
+    parser.add_argument("--task", metavar="MODULE:FUNCTION",
+                        help="your own task, run by every worker as "
+                             "FUNCTION(array, worker_index, n_workers), returning a small value or an array; "
+                             "MODULE must be importable by name "
+                             "(e.g. helpers.bench.example_tasks:sum_slice)")
+    parser.add_argument("--array", type=Path, metavar="FILE.npy",
+                        help="with --task: the array, a .npy file (memory-mapped read-only here)")
+    parser.add_argument("--shape", metavar="N,N,...",
+                        help=f"with --task and no --array: a random array of this shape (default: "
+                             f"{task_array.DEFAULT_SHAPE})")
+    parser.add_argument("--dtype", metavar="DTYPE",
+                        help=f"with --shape: its dtype (default: {task_array.DEFAULT_DTYPE})")
+    parser.add_argument("--time-limit", type=float, default=own_task.DEFAULT_TIME_LIMIT_S, metavar="S",
+                        help="with --task: seconds one strategy may take in all; past it its processes are "
+                             "ended and the row says so (default: %(default)g)")
     parser.add_argument("--out", type=Path, metavar="FILE.json",
                         help="where to write the results; the PNG figure goes beside it with .png "
                              "(default: results/<host>-<date>-<suite>.json under the current folder; "
@@ -266,17 +295,47 @@ def _report(suite: str, doc: dict, out: Path, reference: dict | None, written: l
     print(f"\nwall time {doc['wall_seconds']:.1f} s; wrote {out} and {figure}")
 
 
+def _check_task_input(args: argparse.Namespace) -> tuple[task_array.ArrayInput, list[str], dict | None]:
+    """(the array's source, strategy names, reference document) for ``--task``; BadInput or ValueError,
+    before anything is loaded or started."""
+    if args.suite != "strategies" or args.sizes:
+        raise BadInput("--task runs its own suite on --array or --shape/--dtype: leave out --suite and "
+                       "--sizes")
+    if args.array is not None and (args.shape or args.dtype):
+        raise BadInput("--array gives the shape and dtype: leave out --shape and --dtype")
+    if (args.repeat is not None and args.repeat < 1) or args.workers < 1 or not args.time_limit > 0:
+        raise BadInput("--repeat and --workers must be at least 1, --time-limit positive")
+    own_task.check_task(args.task)
+    names = strategies_suite.parse_names(args.strategies)
+    source = (task_array.describe_file(args.array) if args.array is not None
+              else task_array.describe_random(args.shape, args.dtype))
+    strategies_suite.check_sizes_fit([source.nbytes], names, args.workers)
+    reference = report.load_reference(args.compare) if args.compare else None
+    if reference is not None and reference.get("suite") != "task":
+        raise BadInput(f"reference {args.compare} is of the {reference.get('suite')} suite, not task")
+    return source, names, reference
+
+
+def _check_any_input(args: argparse.Namespace, suites: list[str]) -> dict:
+    if args.task is None and (args.array or args.shape or args.dtype):
+        raise BadInput("--array, --shape and --dtype go with --task")
+    if args.task is not None:
+        return {"task": _check_task_input(args)}
+    if len(suites) > 1 and (args.out or args.compare):
+        raise BadInput("--out and --compare name one suite's file: use them with --suite strategies or "
+                       "--suite transport")
+    return {suite: _check_input(args, suite) for suite in suites}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     suites = ["strategies", "transport"] if args.suite == "all" else [args.suite]
     try:
-        if len(suites) > 1 and (args.out or args.compare):
-            raise BadInput("--out and --compare name one suite's file: use them with --suite strategies or "
-                           "--suite transport")
-        checked = {suite: _check_input(args, suite) for suite in suites}
+        checked = _check_any_input(args, suites)
     except (BadInput, ValueError) as error:
         parser.error(str(error))
+    suites = list(checked)
     written: list[Path] = []
     for suite in suites:
         out = args.out or report.default_out_path(suite)
@@ -296,6 +355,9 @@ def _run_and_report(suite: str, checked: tuple[list[int], list[str], dict | None
                     args: argparse.Namespace, argv: list[str] | None, written: list[Path]) -> None:
     """Run one suite, then write its JSON and PNG (both or neither; ``out`` joins ``written`` once
     both are there) and print its table."""
+    if suite == "task":
+        _run_and_report_task(checked, out, args, argv, written)
+        return
     sizes, names, reference = checked
     started = time.perf_counter()
     machine, rows = _run_suite(suite, sizes, names, args)
@@ -308,3 +370,32 @@ def _run_and_report(suite: str, checked: tuple[list[int], list[str], dict | None
         options["strategies"] = names
     doc = report.document(suite, options, machine, rows, met, time.perf_counter() - started)
     _report(suite, doc, out, reference, written)
+
+
+def _run_and_report_task(checked: tuple[task_array.ArrayInput, list[str], dict | None], out: Path,
+                         args: argparse.Namespace, argv: list[str] | None, written: list[Path]) -> None:
+    """Run the reader's task in every strategy chosen, write its JSON and PNG (both or neither), print
+    the table, the ranking and the comparison."""
+    source, names, reference = checked
+    started = time.perf_counter()
+    repeat = args.repeat or strategies_suite.DEFAULT_REPEAT
+    with tqdm(total=len(names), unit="strategy", file=sys.stderr) as bar:
+        machine = machine_report()
+        rows, ranking = task_suite.run(source, names, args.task, args.workers, repeat, args.time_limit, bar)
+    options = {"suite": "task", "sizes_bytes": [source.nbytes], "repeat": repeat, "workers": args.workers,
+               "start_method": "per strategy", "strategies": names,
+               "argv": sys.argv[1:] if argv is None else list(argv)}
+    doc = report.document("task", options, machine, rows, [], time.perf_counter() - started)
+    doc["task"] = {"spec": args.task, "array": source.describe(), "shape": list(source.shape),
+                   "dtype": source.dtype.str, "path": None if source.path is None else str(source.path),
+                   "time_limit_s": args.time_limit}
+    doc["ranking"] = ranking
+    figure = write_pair(out, doc, lambda document, path: task_suite.plot_document(document, path, reference),
+                        written)
+    print(task_suite.format_table(rows, args.task))
+    print()
+    print(own_task.format_ranking(ranking, args.task, source.nbytes))
+    if reference is not None:
+        print()
+        print(task_suite.format_comparison(rows, reference))
+    print(f"\nwall time {doc['wall_seconds']:.1f} s; wrote {out} and {figure}")

@@ -197,7 +197,7 @@ class Measured:
 
     setup_s: float
     fan_out: Timing
-    round_trip: Timing
+    round_trip: Timing | None
     teardown_s: float
     pss_added: float
     shm_added: float
@@ -284,11 +284,11 @@ def _start_late(mechanism: Mechanism, report: MemoryReport, folder: Path) -> tup
     return workers_, setup_s, arg
 
 
-def _run_steps(mechanism: Mechanism, repeat: int, folder: Path
-               ) -> tuple[MemoryReport, float, Timing, Timing, dict[str, float]]:
-    """Steps 1-6 under the memory sampler: (report, setup_s, fan-out, round trip, hold extras)."""
+def _run_steps(mechanism: Mechanism, repeat: int, folder: Path, own_task: str | None = None
+               ) -> tuple[MemoryReport, float, Timing, Timing | None, dict[str, float]]:
+    """Steps 1-6 under the memory sampler: (report, setup_s, fan-out, round trip, hold extras); with
+    ``own_task`` ('module:function') the fan-out and round trip are that task's (``_time_own_task``)."""
     array, n_workers = mechanism.array, mechanism.n_workers
-    expected = float(np.sum(array))
     with track_memory(trace_python=False) as report:
         if mechanism.late:
             workers_, setup_s, arg = _start_late(mechanism, report, folder)
@@ -297,6 +297,10 @@ def _run_steps(mechanism: Mechanism, repeat: int, folder: Path
             hold(workers_, mechanism, None, tasks.reach_nothing, report, "idle", folder)
             setup_s, arg = timed(mechanism.setup)
         extra = hold(workers_, mechanism, arg, mechanism.reach, report, "array", folder)
+        if own_task is not None:
+            fan_out, round_trip = _time_own_task(workers_, mechanism, arg, own_task, repeat)
+            return report, setup_s, fan_out, round_trip, extra
+        expected = float(np.sum(array))
         each_worker = [(mechanism.reach, arg)] * n_workers
         fan_out = time_it(lambda: check_sums(workers_.run_each(tasks.strategy_sum, each_worker), expected,
                                              n_workers), repeat=repeat, warmup=1)
@@ -305,13 +309,37 @@ def _run_steps(mechanism: Mechanism, repeat: int, folder: Path
     return report, setup_s, fan_out, round_trip, extra
 
 
-def measure(mechanism: Mechanism, repeat: int) -> Measured:
+def _time_own_task(workers_: Workers, mechanism: Mechanism, arg, spec: str,
+                   repeat: int) -> tuple[Timing, Timing | None]:
+    """A reader's task (``tasks.strategy_own_task``): the fan-out, every worker ``i`` calling
+    ``task(array, i, n_workers)`` with an array value sent back as a digest; then, when it returns an
+    array, the round trip: worker 0's call sending its array back whole, the mechanism's usual way
+    for a result (pickled back by a pool; Ray's object store). None when it returns no array."""
+    n_workers = mechanism.n_workers
+    calls = [(mechanism.reach, arg, spec, index, n_workers) for index in range(n_workers)]
+    values: list[list] = []
+    fan_out = time_checked(lambda: workers_.run_each(tasks.strategy_own_task, calls), values.append, repeat)
+    if not any(tasks.is_array_digest(value) for value in values[0]):
+        return fan_out, None
+
+    def check_array(value) -> None:
+        if not isinstance(value, np.ndarray):
+            raise AssertionError(f"the task returned an array in the fan-out, then {type(value).__name__}")
+
+    round_trip = time_checked(lambda: workers_.result(workers_.submit(
+        tasks.strategy_own_task_whole, mechanism.reach, arg, spec, 0, n_workers)), check_array, repeat)
+    return fan_out, round_trip
+
+
+def measure(mechanism: Mechanism, repeat: int, own_task: str | None = None) -> Measured:
     """Run every step (module docstring) for one mechanism; release everything it made, also on error.
-    The steps run in a function of their own, so that nothing of theirs is alive at teardown."""
+    The steps run in a function of their own, so that nothing of theirs is alive at teardown.
+    ``own_task``: a reader's 'module:function' times the fan-out and round trip instead of the sum and
+    ``array + 1`` (the round trip's result buffer is made all the same, and left unused)."""
     with mechanism.stack:
         folder = mechanism.stack.enter_context(signal_folder())
         mechanism.prepare()
-        report, setup_s, fan_out, round_trip, extra = _run_steps(mechanism, repeat, folder)
+        report, setup_s, fan_out, round_trip, extra = _run_steps(mechanism, repeat, folder, own_task)
         teardown_start = time.perf_counter()
     teardown_s = time.perf_counter() - teardown_start
     idle, held = report.steady("idle holding", "idle end"), report.steady("array holding", "array end")

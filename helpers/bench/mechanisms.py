@@ -244,7 +244,7 @@ class MemmapDisk(Mechanism):
         return start_pool(self, stack)
 
     def setup(self):
-        target = memmap.owner_only_memmap(self.folder / "array.f64", self.array.shape)
+        target = memmap.owner_only_memmap(self.folder / "array.f64", self.array.shape, self.array.dtype)
         np.copyto(target, self.array)
         spec = memmap.MemmapSpec.of(target)
         del target

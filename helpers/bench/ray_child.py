@@ -71,10 +71,10 @@ def in_ray_child() -> bool:
 # --- the child ------------------------------------------------------------------------------------
 
 
-def serve(connection, n_items: int, scratch: str, run: Callable,
+def serve(connection, layout: tuple, scratch: str, run: Callable,
           session: Callable[[], contextlib.AbstractContextManager]) -> None:
     """The child's main: temporary files go to ``scratch`` (this side removes it, whatever happens
-    here); receive the array (``n_items`` float64), then answer each request
+    here); receive the array (``layout``: its shape and dtype string), then answer each request
     ``("run", name, n_workers, repeat)`` with ``("result", run(name, array, n_workers, repeat))``, or
     ``("failed", "Type: message")`` if ``run`` raised, until ``("stop",)``, the end of the pipe or
     SIGINT (then ``("interrupted",)``). ``session()`` is entered around the requests (e.g. one Ray
@@ -83,7 +83,7 @@ def serve(connection, n_items: int, scratch: str, run: Callable,
     tempfile.tempdir = scratch
     _interrupt_once()
     try:
-        array = _receive_array(connection, n_items)
+        array = _receive_array(connection, layout)
         with session():
             while (request := connection.recv())[0] != "stop":
                 connection.send(_answer(run, array, request))
@@ -124,14 +124,25 @@ def _interrupt_once() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+def layout_of(array: np.ndarray) -> tuple[tuple[int, ...], str]:
+    """What the child needs to receive ``array``: its shape and dtype string."""
+    return tuple(array.shape), array.dtype.str
+
+
 def _send_array(connection, array: np.ndarray) -> None:
-    view = memoryview(array).cast("B")
+    if array.dtype.hasobject:  # its items are pointers: they cross pickled
+        connection.send(array)
+        return
+    view = memoryview(np.ascontiguousarray(array)).cast("B")
     for start in range(0, len(view), CHUNK_BYTES):
         connection.send_bytes(view[start:start + CHUNK_BYTES])
 
 
-def _receive_array(connection, n_items: int) -> np.ndarray:
-    array = np.empty(n_items)
+def _receive_array(connection, layout: tuple) -> np.ndarray:
+    shape, dtype = layout
+    if np.dtype(dtype).hasobject:
+        return connection.recv()
+    array = np.empty(shape, dtype)
     view = memoryview(array).cast("B")
     for start in range(0, len(view), CHUNK_BYTES):
         connection.recv_bytes_into(view[start:start + CHUNK_BYTES])
@@ -144,14 +155,16 @@ def _receive_array(connection, n_items: int) -> np.ndarray:
 class RayChild:
     """A spawned process that runs the Ray strategies on ``array`` for this one (a context manager).
 
-    ``target(connection, n_items, share, scratch)`` is the child's main (it calls ``serve``); ``share``: its
+    ``target(connection, layout, share, scratch)`` is the child's main (it calls ``serve``); ``share``: its
     strategies share one Ray instance. Nothing starts before the first ``run``; ``close()`` (or the
     end of the ``with`` block) ends the child and leaves nothing behind; a later ``run`` starts a
-    fresh one.
+    fresh one. ``stop_seconds``: how long a child told to stop gets before it is killed.
     """
 
-    def __init__(self, target: Callable, array: np.ndarray, share: bool = False):
+    def __init__(self, target: Callable, array: np.ndarray, share: bool = False,
+                 stop_seconds: float = STOP_SECONDS):
         self.target, self.array, self.share = target, array, share
+        self.stop_seconds = stop_seconds
         self.process = None
         self.connection = None
         self.scratch: Path | None = None
@@ -171,14 +184,16 @@ class RayChild:
         """True while a child is started and not yet closed."""
         return self.process is not None
 
-    def run(self, name: str, n_workers: int, repeat: int):
-        """The child's StrategyResult for one strategy; RayChildFailed if the child raised or ended
-        (an ended child is cleaned up first, and the next ``run`` starts a fresh one)."""
+    def run(self, name: str, n_workers: int, repeat: int, timeout: float | None = None):
+        """The child's StrategyResult for one strategy; RayChildFailed if the child raised or ended,
+        or did not answer within ``timeout`` seconds (the child is then ended and cleaned up first, and
+        the next ``run`` starts a fresh one)."""
         if not self.running:
             self._start()
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             self.connection.send(("run", name, n_workers, repeat))
-            kind, *payload = self._receive()
+            kind, *payload = self._receive(deadline)
         except (RayChildFailed, BrokenPipeError, ConnectionResetError) as error:
             message = str(error) if isinstance(error, RayChildFailed) else self._ended()
             self.close(interrupt=True)
@@ -195,7 +210,8 @@ class RayChild:
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}rayrun-"))
         self.connection, child_end = context.Pipe()
         self.process = context.Process(target=self.target, name="ray-strategies",
-                                       args=(child_end, self.array.size, self.share, str(self.scratch)))
+                                       args=(child_end, layout_of(self.array), self.share,
+                                             str(self.scratch)))
         self.seen, self.folders, self.raylets = set(), set(), set()
         try:
             self.process.start()
@@ -224,10 +240,13 @@ class RayChild:
         return (f"the Ray strategies' process ended {'unexpectedly' if started else 'while it started'}"
                 f" (exit code {code})")
 
-    def _receive(self) -> tuple:
-        """The child's next message; RayChildFailed when it ended without one. Records the child's
-        processes meanwhile (every ``WATCH_SECONDS``)."""
+    def _receive(self, deadline: float | None = None) -> tuple:
+        """The child's next message; RayChildFailed when it ended without one, or none came before
+        ``deadline`` (``time.monotonic``). Records the child's processes meanwhile (every
+        ``WATCH_SECONDS``)."""
         while True:
+            if deadline is not None and time.monotonic() > deadline:
+                raise RayChildFailed("no answer within the time limit")
             self._record()
             if self.connection.poll(WATCH_SECONDS):
                 try:
@@ -287,7 +306,7 @@ class RayChild:
     def _wait(self, interrupt: bool) -> None:
         """Wait up to STOP_SECONDS for the child to end, recording its processes; when interrupting,
         send SIGINT again every second (one sent before the child listened was dropped)."""
-        deadline = time.monotonic() + STOP_SECONDS
+        deadline = time.monotonic() + self.stop_seconds
         last_signal = time.monotonic()
         while self.process.is_alive() and time.monotonic() < deadline:
             self._record()

@@ -21,6 +21,7 @@ afterwards. Where Ray has run in this process anyway
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -153,6 +154,7 @@ class StrategyResult:
     object_store_bytes: float | None = None
     notes: str = ""
     peak_pss_added_bytes: float | None = None
+    traceback: str | None = None  # a reader's task that raised: the worker's traceback, as it came back
 
     def as_row(self) -> dict:
         """A JSON-ready dict: every field, Timings as ``fan_out_median_s``, ``fan_out_runs_s`` ..."""
@@ -164,7 +166,8 @@ class StrategyResult:
                 **_timing_row("round_trip", self.round_trip), "teardown_s": self.teardown_s,
                 "pss_added_bytes": self.pss_added_bytes, "shm_added_bytes": self.shm_added_bytes,
                 "peak_pss_added_bytes": self.peak_pss_added_bytes,
-                "object_store_bytes": self.object_store_bytes, "notes": self.notes}
+                "object_store_bytes": self.object_store_bytes, "notes": self.notes,
+                "traceback": self.traceback}
 
 
 def _check_array(array: np.ndarray) -> None:
@@ -202,23 +205,26 @@ def _run_one(name: str, array: np.ndarray, n_workers: int, repeat: int,
     if reason is not None:
         return StrategyResult(name, strategy.title, array.nbytes, n_workers, skipped=reason)
     if not in_own_process(strategy):
-        return _measure_here(strategy, array, n_workers, repeat)
+        return measure_here(strategy, array, n_workers, repeat)
     try:
         return child.run(name, n_workers, repeat)
     except ray_child.RayChildFailed as failed:  # it cleaned up (the child, or this side after it)
         return StrategyResult(name, strategy.title, array.nbytes, n_workers, skipped=f"failed here: {failed}")
 
 
-def _measure_here(strategy: Strategy, array: np.ndarray, n_workers: int, repeat: int) -> StrategyResult:
-    """Measure one available strategy in this process (``harness.measure``); a failure (it cleaned up
-    after itself) becomes a skipped result saying what happened."""
+def measure_here(strategy: Strategy, array: np.ndarray, n_workers: int, repeat: int,
+                 own_task: str | None = None) -> StrategyResult:
+    """Measure one available strategy in this process (``harness.measure``; ``own_task``: a reader's
+    'module:function' instead of the course's task); a failure (it cleaned up after itself) becomes a
+    skipped result saying what happened, with the traceback when it came from a reader's task."""
     name = strategy.name
     mechanism = strategy.mechanism(array, n_workers, contextlib.ExitStack())
     try:
-        measured = measure(mechanism, repeat)
+        measured = measure(mechanism, repeat, own_task)
     except Exception as error:  # it cleaned up after itself (measure's ExitStack); say what happened
+        trace = "".join(traceback.format_exception(error))[-8000:] if own_task else None
         return StrategyResult(name, strategy.title, array.nbytes, n_workers,
-                              skipped=f"failed here: {ray_child.one_line(error)}")
+                              skipped=f"failed here: {ray_child.one_line(error)}", traceback=trace)
     memory = {"pss_added_bytes": measured.pss_added, "shm_added_bytes": measured.shm_added,
               "object_store_bytes": measured.extra.get("object_store_bytes"),
               "peak_pss_added_bytes": measured.peak_pss_added}
@@ -231,11 +237,11 @@ def _measure_here(strategy: Strategy, array: np.ndarray, n_workers: int, repeat:
         notes=notes, **memory)
 
 
-def _serve_ray_strategies(connection, n_items: int, share: bool, scratch: str) -> None:
+def _serve_ray_strategies(connection, layout: tuple, share: bool, scratch: str) -> None:
     """Main of the Ray strategies' spawned process (``ray_child.serve``): measures each Ray strategy
     asked for, all on one Ray instance when ``share``."""
     session = ray_strategies.shared_ray_session if share else contextlib.nullcontext
-    ray_child.serve(connection, n_items, scratch, _run_in_ray_child, session)
+    ray_child.serve(connection, layout, scratch, _run_in_ray_child, session)
 
 
 def _run_in_ray_child(name: str, array: np.ndarray, n_workers: int, repeat: int) -> StrategyResult:
@@ -245,7 +251,7 @@ def _run_in_ray_child(name: str, array: np.ndarray, n_workers: int, repeat: int)
     reason = strategy.mechanism.missing()
     if reason is not None:
         return StrategyResult(name, strategy.title, array.nbytes, n_workers, skipped=reason)
-    return _measure_here(strategy, array, n_workers, repeat)
+    return measure_here(strategy, array, n_workers, repeat)
 
 
 def run_all(names: Iterable[str], array: np.ndarray, n_workers: int, repeat: int = 3,

@@ -137,7 +137,10 @@ def _x(value: float) -> str:
     return f"{value:.2f}x"
 
 
-def format_table(rows: list[dict]) -> str:
+FAN_OUT_LEGEND = "fan-out: every worker sums the whole array"
+
+
+def format_table(rows: list[dict], fan_out_legend: str = FAN_OUT_LEGEND) -> str:
     """The showdown, size by size: fan-out and round trip medians, their ratios to floors (a) and (b),
     memory added (arrays), /dev/shm added, setup; skipped strategies with their reason."""
     header = (f"{'size':>9}  {'strategy':<22} {'fan-out':>9} {'/a':>8} {'/b':>7} {'round trip':>10} "
@@ -160,7 +163,7 @@ def format_table(rows: list[dict]) -> str:
                      f"{_cell(row['pss_added_arrays'], lambda v: f'{v:.2f}'):>7} "
                      f"{_cell(row['shm_added_bytes'], format_bytes):>9} "
                      f"{_cell(row['setup_s'], format_seconds):>9}")
-    lines.append("fan-out: every worker sums the whole array; /a, /b: median over floor (a) warm copy, "
+    lines.append(f"{fan_out_legend}; /a, /b: median over floor (a) warm copy, "
                  "(b) copy into a new segment; PSS +: tree PSS added while every worker holds it, in arrays")
     return "\n".join(lines)
 
@@ -188,7 +191,8 @@ PANELS = (("median_s", "fan-out: every worker sums the whole array (s, log)", Tr
           ("pss_added_arrays", "tree PSS added while every worker holds it (arrays)", False))
 
 
-def plot_document(doc: dict, path: Path, reference: dict | None = None) -> Path:
+def plot_document(doc: dict, path: Path, reference: dict | None = None,
+                  panels: tuple[tuple[str, str, bool], ...] = PANELS) -> Path:
     """Three panels over the strategies (x): fan-out and round-trip medians (log scale, the floors as
     lines in each size's colour) and the PSS added in arrays; one colour per size; the
     reference's values as grey crosses. Saved as PNG at ``path``."""
@@ -205,7 +209,7 @@ def plot_document(doc: dict, path: Path, reference: dict | None = None) -> Path:
               if r["name"].startswith("floor_")}
     fig, axes = plt.subplots(3, 1, figsize=(max(9.0, 0.9 * len(names) + 4.5), 13), layout="constrained")
     width = 0.8 / max(1, len(sizes))
-    for ax, (key, title, log) in zip(axes, PANELS, strict=True):
+    for ax, (key, title, log) in zip(axes, panels, strict=True):
         for s, n_bytes in enumerate(sizes):
             color = SIZE_COLORS[s % len(SIZE_COLORS)]
             offset = (s - (len(sizes) - 1) / 2) * width
@@ -233,7 +237,7 @@ def plot_document(doc: dict, path: Path, reference: dict | None = None) -> Path:
         ax.legend(fontsize=8, title="array size\n(lines: floors\nin its colour)" if log else "array size",
                   title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     machine = doc.get("machine", {})
-    fig.suptitle(f"strategies suite on {machine.get('host', '?')}, {doc['created'][:10]}, "
+    fig.suptitle(f"{doc['suite']} suite on {machine.get('host', '?')}, {doc['created'][:10]}, "
                  f"{doc['options'].get('workers')} workers")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

@@ -9,9 +9,11 @@ task on it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import secrets
 import time
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 
 import numpy as np
@@ -22,6 +24,9 @@ from helpers.lessons.workers import touch_pages
 from sharedarrays.shm import attach
 
 _strategy_arrays: dict[str, np.ndarray] = {}  # sharedctypes views set by init_sharedctypes_strategy
+_own_tasks: dict[str, Callable] = {}  # a reader's task functions imported in this process, by spec
+# In the message of the error a reader's task raises when it writes into a read-only view.
+WRITES_READ_ONLY = "the task writes into its argument, which this strategy hands out read-only"
 
 
 # A task names how its worker reaches the array (a ``reach_*`` function: a context manager yielding
@@ -131,7 +136,7 @@ def strategy_hold(reach, arg, folder: str, label: str) -> int:
     file ``folder/<label>-release`` exists (files, not multiprocessing events: Ray's workers hold
     too). Returns the bytes held (0 when holding nothing)."""
     with reach(arg) as array:
-        if array is not None:
+        if array is not None and not array.dtype.hasobject:  # an object array's items are elsewhere
             touch_pages(array)
         held = 0 if array is None else int(array.nbytes)
         ready = os.path.join(folder, f"{label}-ready-{os.getpid()}-{secrets.token_hex(4)}")
@@ -158,3 +163,58 @@ def strategy_plus_one_into(reach, arg, reach_out, out) -> None:
     with reach(arg) as array, reach_out(out) as result:
         np.add(array, 1.0, out=result)
         del array, result
+
+
+# --- a reader's own task (``python -m helpers.bench --task module:function``) ---------------------
+
+
+def load_own_task(spec: str) -> Callable:
+    """The function ``spec`` ('module:function') names, imported the way a spawned child imports it
+    (``importlib.import_module``, cached for this process)."""
+    if spec not in _own_tasks:
+        module_name, _, function_name = spec.partition(":")
+        function = importlib.import_module(module_name)
+        for part in function_name.split("."):
+            function = getattr(function, part)
+        _own_tasks[spec] = function
+    return _own_tasks[spec]
+
+
+def array_digest(value) -> object:
+    """What a fan-out sends back of a task's value: a small value as is; an array as
+    ``("array", shape, dtype)`` (the round trip sends the array itself)."""
+    if isinstance(value, np.ndarray):
+        return ("array", tuple(value.shape), value.dtype.str)
+    return value
+
+
+def is_array_digest(value) -> bool:
+    return isinstance(value, tuple) and len(value) == 3 and value[0] == "array"
+
+
+def _call_own_task(array, spec: str, index: int, n_workers: int):
+    try:
+        return load_own_task(spec)(array, index, n_workers)
+    except ValueError as error:
+        if isinstance(array, np.ndarray) and not array.flags.writeable and "read-only" in str(error):
+            raise PermissionError(f"{WRITES_READ_ONLY} ({error})") from error
+        raise
+
+
+def strategy_own_task(reach, arg, spec: str, index: int, n_workers: int) -> object:
+    """Call the reader's task ``spec`` as ``task(array, index, n_workers)`` on the array this worker
+    reaches; return its value, an array as a digest (``array_digest``)."""
+    with reach(arg) as array:
+        value = array_digest(_call_own_task(array, spec, index, n_workers))
+        del array
+    return value
+
+
+def strategy_own_task_whole(reach, arg, spec: str, index: int, n_workers: int) -> object:
+    """The same, returning the task's value whole (an array travels back the mechanism's way)."""
+    with reach(arg) as array:
+        value = _call_own_task(array, spec, index, n_workers)
+        if isinstance(value, np.ndarray) and np.shares_memory(value, array):
+            value = value.copy()  # a view of the shared array must not outlive the block
+        del array
+    return value
