@@ -7,6 +7,12 @@ one that fails here is listed, not fatal) in a background thread, so the kernel 
 responsive; the progress bar advances after each strategy; Stop (or the time limit) ends the run
 before the next strategy starts, and every strategy cleans up after itself (processes, segments,
 files). When the run ends, the time and memory plots are drawn as one PNG into the ``Output``.
+Your own task: ``task`` (an importable 'module:function', called by every worker as
+``function(array, worker_index, n_workers)``) and ``array_path`` (a .npy file, memory-mapped; empty:
+random float64 of the size chosen) run it instead of the course's sum, each strategy in a process
+of its own (``helpers.bench.own_task``); the plots are then followed by the table and the ranking
+for that task. A task that cannot be imported, or an array that does not fit, is refused in
+``status`` before anything starts.
 The Ray strategies run in a spawned process of their own (``helpers.bench.ray_child``): Ray never
 runs in the kernel, so a second run may still fork (fork_cow). Sizes are bytes, times seconds.
 """
@@ -96,6 +102,11 @@ class ShowdownPanel:
                                            rows=min(len(titles), 13), description="strategies",
                                            layout=w.Layout(width="60%"))
         self.repeat = w.BoundedIntText(value=1, min=1, max=5, description="repeat")
+        self.task = w.Text(value="", description="task", placeholder="module:function (empty: the sum)",
+                           layout=w.Layout(width="40%"))
+        self.array_path = w.Text(value="", description=".npy", placeholder="data.npy (empty: random)",
+                                 layout=w.Layout(width="40%"))
+        self.ranking: dict | None = None
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", disabled=True, icon="stop")
         self.progress = w.IntProgress(value=0, min=0, max=1, description="progress")
@@ -113,7 +124,8 @@ class ShowdownPanel:
         # Run sits directly in the box that holds the size and the Output (not in a row of its
         # own): the innermost box around Run is the whole panel, as the browser test finds it.
         self.widget = w.VBox([
-            w.HBox([self.size, self.workers, self.repeat]), self.strategies, self.run_button,
+            w.HBox([self.size, self.workers, self.repeat]), w.HBox([self.task, self.array_path]),
+            self.strategies, self.run_button,
             w.HBox([self.progress, self.stop_button]), self.status, self.output])
 
     def _offer_sizes(self, wanted: int | None) -> None:
@@ -141,7 +153,8 @@ class ShowdownPanel:
         self.progress.value, self.progress.max = 0, max(1, len(names))
         self.run_button.disabled, self.stop_button.disabled = True, False
         self._thread = threading.Thread(
-            target=self._run, args=(names, self.size.value, self.workers.value, self.repeat.value),
+            target=self._run, args=(names, self.size.value, self.workers.value, self.repeat.value,
+                                    self.task.value.strip(), self.array_path.value.strip()),
             name="showdown-run", daemon=True)
         self._thread.start()
 
@@ -157,24 +170,42 @@ class ShowdownPanel:
         if time.perf_counter() > self._deadline:
             raise Cancelled(f"time limit of {format_seconds(self.time_limit_s)} reached")
 
-    def _run(self, names: list[str], n_bytes: int, n_workers: int, repeat: int) -> None:
-        """The run's thread: floors, then each strategy in turn (so a stop keeps what ran), then
-        the plots. Errors end up in ``status`` and ``error``, never in the kernel's thread."""
+    def _array(self, n_bytes: int, path: str, names: list[str], n_workers: int):
+        """The array of a run: the .npy file at ``path`` (memory-mapped, checked to fit), or random."""
         import numpy as np
 
-        from helpers.bench import showdown
+        if not path:
+            return np.random.default_rng(10).random(n_bytes // 8)
+        from helpers.bench import strategies_suite, task_array
+
+        source = task_array.describe_file(path)
+        strategies_suite.check_sizes_fit([source.nbytes], names, n_workers)
+        return task_array.make(source)
+
+    def _run(self, names: list[str], n_bytes: int, n_workers: int, repeat: int, spec: str = "",
+             path: str = "") -> None:
+        """The run's thread: floors, then each strategy in turn (so a stop keeps what ran), then
+        the plots. Errors end up in ``status`` and ``error``, never in the kernel's thread. ``spec``:
+        a reader's 'module:function' to run instead of the sum; ``path``: their .npy file."""
+        from helpers.bench import own_task, showdown
 
         started = time.perf_counter()
         self._deadline = started + self.time_limit_s
-        self.results, note = [], ""
+        self.results, self.ranking, note = [], None, ""
         try:
-            array = np.random.default_rng(10).random(n_bytes // 8)
+            if spec:
+                own_task.check_task(spec)
+            array = self._array(n_bytes, path, names, n_workers)
             self.status.value = "measuring the floors ..."
             self.floors = self._strategies.floor_seconds(array)
             for done, name in enumerate(names):
                 self._check_not_stopped()
                 self.status.value = f"running {name} ({done + 1}/{len(names)}) ..."
-                self.results += showdown.run_showdown([name], array, n_workers, repeat=repeat)
+                if spec:
+                    left = max(1.0, self._deadline - time.perf_counter())
+                    self.results.append(own_task.run_strategy(name, array, spec, n_workers, repeat, left))
+                else:
+                    self.results += showdown.run_showdown([name], array, n_workers, repeat=repeat)
                 self.progress.value = done + 1
         except Cancelled as reason:
             note = f"ended early ({reason}); "
@@ -184,12 +215,12 @@ class ShowdownPanel:
         finally:
             self.run_button.disabled, self.stop_button.disabled = False, True
         if self.error is None:
-            self._draw()
+            self._draw(spec)
             skipped = sum(r.skipped is not None for r in self.results)
             self.status.value = (f"{note}{len(self.results) - skipped} ran, {skipped} skipped, "
                                  f"in {format_seconds(time.perf_counter() - started)}")
 
-    def _draw(self) -> None:
+    def _draw(self, spec: str = "") -> None:
         if not self.results:
             self.output.outputs = ()
             return
@@ -203,7 +234,37 @@ class ShowdownPanel:
         showdown.plot_times(self.results, self.floors, ax=time_ax)
         showdown.plot_memory(self.results, ax=memory_ax)
         memory_ax.set_yticklabels([])
-        self.output.outputs = (_png_output(figure),)
+        outputs = [_png_output(figure)]
+        if spec:
+            if len(time_ax.containers) >= 2:
+                _label_for_task(time_ax, spec, self.results)
+            outputs = [_png_output(figure), self._task_text(spec)]
+        self.output.outputs = tuple(outputs)
+
+    def _task_text(self, spec: str) -> dict:
+        """The task suite's table and ranking for this run, as a stream output."""
+        from helpers.bench import own_task, strategies_suite, task_suite
+        from helpers.bench import transport_suite as transport
+
+        warm, fresh = self.floors
+        floors = {"warm": warm, "fresh_shm": fresh, "fresh_shm_create": fresh}
+        array_bytes = self.results[0].array_bytes
+        rows = transport.floor_rows(array_bytes, floors)[:2]
+        rows += [strategies_suite.strategy_row(result, floors) for result in self.results]
+        self.ranking = own_task.ranking(rows)
+        text = (task_suite.format_table(rows, spec) + "\n\n"
+                + own_task.format_ranking(self.ranking, spec, array_bytes))
+        return {"output_type": "stream", "name": "stdout", "text": text + "\n"}
+
+
+def _label_for_task(ax, spec: str, results: Sequence) -> None:
+    """Relabel the time plot (drawn for the course's sum) for a reader's task and array."""
+    ax.containers[0].set_label(f"fan-out: every worker calls {spec}")
+    ax.containers[1].set_label("round trip: worker 0's returned array")
+    done = [r for r in results if r.skipped is None]
+    ax.set_title(f"Time: {format_bytes(results[0].array_bytes)}, {spec}, "
+                 f"{done[0].n_workers if done else 0} workers")
+    ax.legend(fontsize=7, loc="lower right")
 
 
 def showdown_panel(**kwargs) -> ShowdownPanel:

@@ -233,3 +233,40 @@ def test_ctrl_c_during_a_task_run_leaves_nothing_and_exits_130(tmp_path):
     assert list(tmp_path.iterdir()) == []
     assert live_processes_in_group(process.pid) == []
 
+
+@pytest.mark.timeout(120)
+def test_lesson_11s_panel_runs_a_task_on_a_npy_file_and_shows_the_plots_table_and_ranking(tmp_path):
+    from helpers.bench import widgets
+
+    data = tmp_path / "data.npy"
+    np.save(data, ARRAY[:2 * MiB // 8])  # over joblib's max_nbytes (1 MiB): it memory-maps, read-only
+    panel = widgets.ShowdownPanel()
+    panel.workers.value = 2
+    panel.strategies.value = ("threads", "joblib")
+    panel.task.value = f"{EXAMPLES}:scale_share_in_place"
+    panel.array_path.value = str(data)
+    panel.run_button.click()
+    assert panel.wait(timeout=100), "the run did not end within 100 s"
+    assert panel.error is None, panel.status.value
+    assert [r.name for r in panel.results] == ["threads", "joblib"]
+    assert panel.results[0].skipped is None and panel.results[0].array_bytes == 2 * MiB
+    assert panel.results[1].skipped.startswith(own_task.WRITES_REFUSED)
+    figure, text = panel.output.outputs
+    assert figure["data"]["image/png"].startswith("iVBOR")
+    assert "ranking for" in text["text"] and "refused by joblib" in text["text"]
+    assert panel.ranking["order"][0]["name"] == "threads"
+    assert no_children_left() == []
+
+
+@pytest.mark.parametrize("field, value, says", [("task", "no_such_module_23:f", "no module named"),
+                                                 ("array_path", "/nonexistent/a.npy", "No such file")])
+def test_lesson_11s_panel_refuses_a_task_or_file_it_cannot_use_before_anything_starts(field, value, says):
+    from helpers.bench import widgets
+
+    panel = widgets.ShowdownPanel()
+    panel.strategies.value = ("threads",)
+    getattr(panel, field).value = value
+    panel.run_button.click()
+    assert panel.wait(timeout=30)
+    assert isinstance(panel.error, ValueError) and says in panel.status.value, panel.status.value
+    assert panel.results == [] and no_children_left() == []
