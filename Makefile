@@ -18,7 +18,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 SOLVED := LAB_SOLVE_EXERCISES=1
 NBVAL := $(SOLVED) $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 
-.PHONY: help setup lab test lint unit bench-check test-notebooks test-forkserver test-binder test-browser notebooks bench clean
+.PHONY: help setup lab test lint unit bench-check test-notebooks test-forkserver test-binder test-browser site test-site notebooks bench clean
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
@@ -27,6 +27,8 @@ help:
 	@echo "make test-forkserver  every lesson with LAB_START_METHOD=forkserver (Python 3.14's Linux default)"
 	@echo "make test-binder  the lessons under nbval on a Binder-sized machine (64 MiB /dev/shm, 1 CPU; root)"
 	@echo "make test-browser every lesson in order in one JupyterLab in headless Chromium, Binder-sized (root; installs Debian's chromium)"
+	@echo "make site       build the course's website from the stored notebooks (not executed) into build/site/html"
+	@echo "make test-site  build it with every warning an error, then test every page in headless Chromium"
 	@echo "make notebooks  re-execute every notebook in place at the default size, store outputs"
 	@echo "make clean      remove .venv, caches and leftovers of ours in /dev/shm and the temp folder"
 
@@ -43,7 +45,7 @@ $(INSTALLED): pyproject.toml library/pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-index --no-deps "$(TORCH)" 2>/dev/null || \
 		$(BIN)/python -m pip install --quiet --no-deps "$(TORCH)" --index-url $(TORCH_INDEX) || \
 		{ echo "could not install $(TORCH) from $(TORCH_INDEX); choose a build with TORCH_INDEX=..."; exit 1; }
-	$(BIN)/python -m pip install --quiet -e ./library -e ".[course,browser]"
+	$(BIN)/python -m pip install --quiet -e ./library -e ".[course,browser,site]"
 	$(BIN)/python -m pip install --quiet -e ".[npshmex]" 2>/dev/null || \
 		echo "npshmex not installed (optional: its SharedArray builds from source); the benchmark goes on without it"
 	touch $(INSTALLED)
@@ -102,9 +104,22 @@ test-browser: $(INSTALLED)
 		exec env $(SOLVED) LAB_BINDER_PATH=1 LAB_ARRAY_MB= LAB_WORKERS= LAB_CHROMIUM=$(CHROMIUM) \
 		$(BIN)/pytest -s tests/browser'
 
+# The course's website: every lesson as stored (not executed, no network), the reference results, the
+# machine table and the library's API (Sphinx, MyST-NB, sphinx-book-theme: the `site` extra), into
+# build/site/html. Publishing it is the repository host's step (e.g. GitHub Pages), not make's.
+site: $(INSTALLED)
+	$(BIN)/python -m tools.site_build
+
+# The site built with -W --keep-going, then every page in headless Chromium (Debian's chromium, as
+# test-browser): console errors, images, internal links and anchors, each lesson's launch and download
+# links, axe-core's serious and critical violations; screenshots in tests/site/screenshots/ (not in git).
+test-site: $(INSTALLED)
+	test -x $(CHROMIUM) || { apt-get update && apt-get install -y chromium; }
+	LAB_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/site
+
 # test-binder and test-forkserver are not repeated here: test-browser is the Binder-sized run (with
 # every kernel left running), and .ci/run runs the lessons with forkserver on Python 3.13.
-test: lint unit bench-check test-notebooks test-browser
+test: lint unit bench-check test-notebooks test-browser test-site
 
 notebooks: $(INSTALLED)
 	$(BIN)/python -m tools.execute_notebooks execute notebooks/*.ipynb
