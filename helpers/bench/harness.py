@@ -150,6 +150,7 @@ class Mechanism:
     memory_note = ""  # set when this run's memory figures cannot be trusted (then they are dropped)
     setup_is_start = False
     reach = staticmethod(tasks.reach_argument)
+    task_reach = None  # how a reader's task reaches the array, when not as ``reach`` (a writable mapping)
     notes = ""
     own_process = False  # measured in a spawned process of its own (helpers.bench.ray_child), as Ray is
 
@@ -316,7 +317,8 @@ def _time_own_task(workers_: Workers, mechanism: Mechanism, arg, spec: str,
     array, the round trip: worker 0's call sending its array back whole, the mechanism's usual way
     for a result (pickled back by a pool; Ray's object store). None when it returns no array."""
     n_workers = mechanism.n_workers
-    calls = [(mechanism.reach, arg, spec, index, n_workers) for index in range(n_workers)]
+    reach = mechanism.task_reach or mechanism.reach
+    calls = [(reach, arg, spec, index, n_workers) for index in range(n_workers)]
     values: list[list] = []
     fan_out = time_checked(lambda: workers_.run_each(tasks.strategy_own_task, calls), values.append, repeat)
     if not any(tasks.is_array_digest(value) for value in values[0]):
@@ -327,7 +329,7 @@ def _time_own_task(workers_: Workers, mechanism: Mechanism, arg, spec: str,
             raise AssertionError(f"the task returned an array in the fan-out, then {type(value).__name__}")
 
     round_trip = time_checked(lambda: workers_.result(workers_.submit(
-        tasks.strategy_own_task_whole, mechanism.reach, arg, spec, 0, n_workers)), check_array, repeat)
+        tasks.strategy_own_task_whole, reach, arg, spec, 0, n_workers)), check_array, repeat)
     return fan_out, round_trip
 
 

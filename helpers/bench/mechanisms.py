@@ -215,6 +215,7 @@ class MemmapDisk(Mechanism):
 
     on = "disk"
     reach = staticmethod(tasks.reach_memmap)
+    task_reach = staticmethod(tasks.reach_memmap_for_writing)  # a reader's task maps it 'r+' (may write)
     notes = ("setup writes the file through a mapping (into the page cache, not flushed to the disk); the "
              "round trip writes into a second mapped file the caller maps")
 

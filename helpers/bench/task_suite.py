@@ -61,7 +61,8 @@ def format_table(rows: list[dict], spec: str) -> str:
     """The strategies suite's table, its legend saying what the fan-out was; then every worker
     traceback that came back."""
     table = strategies_suite.format_table(rows, own_task.FAN_OUT_WHAT.format(n="N", task=spec))
-    traces = [f"--- {row['name']}: the end of the worker's traceback (all of it in the JSON) ---\n"
+    traces = [f"--- {row['name']}: the end of the traceback (the worker's when the task raised; all of it "
+              "in the JSON) ---\n"
               + "\n".join(row["traceback"].rstrip().splitlines()[-TRACE_LINES:])
               for row in rows if row.get("traceback")]
     return "\n\n".join([table, *traces])

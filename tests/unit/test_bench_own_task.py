@@ -270,3 +270,11 @@ def test_lesson_11s_panel_refuses_a_task_or_file_it_cannot_use_before_anything_s
     assert panel.wait(timeout=30)
     assert isinstance(panel.error, ValueError) and says in panel.status.value, panel.status.value
     assert panel.results == [] and no_children_left() == []
+
+
+@pytest.mark.timeout(120)
+def test_a_task_that_writes_runs_where_the_workers_map_the_file_read_write():
+    """The memmap strategies map the file 'r+' for a reader's task: a write lands in the shared file."""
+    (result,) = own_task.run_all(["memmap_tmpfs"], ARRAY[:MiB // 8], f"{EXAMPLES}:scale_share_in_place", 2, 1,
+                                 time_limit=60)
+    assert result.skipped is None and result.fan_out.median > 0, result.skipped
