@@ -65,7 +65,7 @@ def lesson_links(app, pagename, templatename, context, doctree):
         f'<a class="lesson-launch" href="{REPOSITORY["binder"]}notebooks/{name}.ipynb">'
         f'<img src="{badge}" alt="Launch this lesson on Binder"></a> '
         f'<a class="lesson-download" href="{name}.ipynb" download>Download the notebook ({name}.ipynb)</a>'
-        f' · <span class="lesson-times">{lesson["times"]}</span></p>'
+        f' <span class="lesson-times">{lesson["times"]}</span></p>'
     )
     body = context["body"]
     end = body.find("</h1>")
