@@ -6,7 +6,7 @@ Sphinx with MyST-NB and sphinx-book-theme (the ``site`` extra) reads a staged co
 (with a picture of its ipywidgets panel after the cell that shows it, where it has one), the lessons'
 own files for download, ``results/`` (README and plots) and the README, whose machine table the site
 includes. Reading and run times come from ``tools.lesson_times``; the Binder repository from the
-README's badge. ``--check`` adds ``-W --keep-going``: any warning fails the build.
+README's badge. ``--check`` builds from nothing with ``-W --keep-going``: any warning fails the build.
 
     python -m tools.site_build [--check]
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -122,7 +123,10 @@ def stage() -> None:
 
 
 def build(check: bool) -> int:
-    """Stage, then run Sphinx; returns its exit code."""
+    """Stage, then run Sphinx; returns its exit code. A check builds from nothing: Sphinx reports a
+    page's warnings only when it reads the page, and a page of an earlier build may be stale."""
+    if check:
+        shutil.rmtree(BUILD, ignore_errors=True)
     stage()
     command = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-d", str(BUILD / "doctrees"),
                str(STAGE), str(HTML)]
