@@ -60,10 +60,11 @@ lint: $(INSTALLED)
 	$(BIN)/python -m tools.check_layers
 
 # UNIT_ARGS: more pytest arguments; UNIT_PATHS: what to collect (.ci/run gives the other Pythons a list
-# of test files in UNIT_ARGS, with UNIT_PATHS empty, and leaves the fault matrix to the default Python)
+# of test files in UNIT_ARGS, with UNIT_PATHS empty, and leaves the fault matrix to the default Python).
+# The 40 slowest tests are listed at the end, to keep CI within its time.
 UNIT_PATHS ?= tests/unit
 unit: $(INSTALLED)
-	$(BIN)/pytest $(UNIT_PATHS) $(UNIT_ARGS)
+	$(BIN)/pytest --durations=40 $(UNIT_PATHS) $(UNIT_ARGS)
 
 # The performance targets of the executor and the reductions at 100 MiB (about 15 s);
 # LAB_BENCH_LARGE=1 adds 1000 MiB.
