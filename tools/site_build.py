@@ -35,8 +35,9 @@ BINDER_BADGE = re.compile(r"https://mybinder\.org/v2/gh/([^/\s)]+)/([^/\s)]+)/([
 PANELS = {
     "11_showdown": ("panel = widgets.ShowdownPanel()\npanel", "panels/11_showdown.png",
                     "The showdown panel as JupyterLab showed it, before Run was pressed, on the machine "
-                    "that took the picture: the array size and workers it offers there, the repeats, the "
-                    "strategies to race (three chosen), Run and Stop, a progress bar."),
+                    "that took the picture: the array size and workers it offers there, the repeats, a task "
+                    "and a .npy file of your own (empty: the sum of random data), the strategies to race "
+                    "(three chosen), Run and Stop, a progress bar."),
 }
 
 
