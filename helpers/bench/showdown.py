@@ -38,8 +38,10 @@ BLOG_LABEL = "the blog's own timings (~1.5 GB, 4 cores)"
 # The strategies the lesson's live run leaves to the reference results, and why: each repeats a
 # conclusion a live row shows, and each costs seconds of start-up that change no conclusion.
 NOT_LIVE = {
-    "reducer_torch": "the same copy per task into shared memory as the torch-free reduction, plus "
+    "reducer_torch": "the same copy per task into shared memory as the executor (lesson 08), plus "
                      "torch's import (seconds, in the kernel and in each worker)",
+    "reducer_shared_memory": "the same copy per task into a warm shared segment as the executor (lesson "
+                             "08), made by a pickler reduction instead of the executor",
     "dask_by_value": "one copy per task, like pickle, plus a Dask cluster's start-up",
     "dask_scatter": "one copy per worker, like sending once, plus a Dask cluster's start-up",
 }

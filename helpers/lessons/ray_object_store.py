@@ -20,6 +20,7 @@ import numpy as np
 
 from helpers.lessons import memmap
 from helpers.measure.memory import MemoryReport, track_memory
+from helpers.measure.proctree import pss_by_kind
 from helpers.measure.ray_processes import copies_on, node_memory, node_pss_by_kind, store_bytes_used
 from helpers.measure.timing import Timing, time_it
 
@@ -241,6 +242,7 @@ class NodeRead:
     copies_on: list[int]
     node_pss_growth: list[float]
     node_growth_by_kind: list[dict[str, float]]  # per node, PSS growth by kind of page (may be empty)
+    raylet_anonymous_growth: list[float | None]  # per node, its raylet's own anonymous PSS growth (bytes)
 
 
 def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) -> list[NodeRead]:
@@ -250,6 +252,7 @@ def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) ->
 
     before = [node_memory(node).pss for node in nodes.nodes]
     kinds_before = [node_pss_by_kind(node) for node in nodes.nodes]
+    raylets_before = [_raylet_anonymous(node) for node in nodes.nodes]
     ref = ray.put(array)
     reads = []
     for label, index in plan:
@@ -258,10 +261,20 @@ def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) ->
         growth = [node_memory(n).pss - b for n, b in zip(nodes.nodes, before, strict=True)]
         by_kind = [{kind: now[kind] - was[kind] for kind in now.keys() & was.keys()}
                    for now, was in zip((node_pss_by_kind(n) for n in nodes.nodes), kinds_before, strict=True)]
+        raylets_now = [_raylet_anonymous(n) for n in nodes.nodes]
+        raylets = [None if now is None or was is None else now - was
+                   for now, was in zip(raylets_now, raylets_before, strict=True)]
         reads.append(NodeRead(label, index, facts["get_seconds"], facts["in_object_store"],
-                              copies_on(ref, nodes), growth, by_kind))
+                              copies_on(ref, nodes), growth, by_kind, raylets))
     del ref
     return reads
+
+
+def _raylet_anonymous(node) -> int | None:
+    """The anonymous PSS (bytes) of a node's raylet itself, without its workers; None where the
+    kernel does not split PSS."""
+    kinds = pss_by_kind(node.raylet_pid)
+    return kinds.get("anonymous") if kinds else None
 
 
 def store_page_kind(store_directory: str) -> str:
@@ -271,13 +284,21 @@ def store_page_kind(store_directory: str) -> str:
     return "shared memory" if tmpfs else "files (code, libraries)"
 
 
-def growth_by_kind_markdown(growth: dict[str, float], store_kind: str, array_bytes: int) -> str:
-    """': X in its store's pages, the copy, and Y anonymous' (in arrays) from a node's PSS growth by
-    kind of page; empty where the kernel does not split PSS."""
+def growth_by_kind_markdown(growth: dict[str, float], store_kind: str, array_bytes: int,
+                            receiver_raylet: float | None = None, sender_raylet: float | None = None) -> str:
+    """': X in its store's pages, the copy, and Y anonymous, Z of it in its raylet ...' (in arrays)
+    from a node's PSS growth by kind of page and the anonymous growth of the receiving and sending
+    raylets (bytes; None where unknown); empty where the kernel does not split PSS."""
     if not growth:
         return ""
-    return (f": {growth[store_kind] / array_bytes:.1f} in its store's pages, the copy, and "
+    text = (f": {growth[store_kind] / array_bytes:.1f} in its store's pages, the copy, and "
             f"{growth['anonymous'] / array_bytes:.1f} anonymous")
+    if receiver_raylet is not None:
+        text += (f", {receiver_raylet / array_bytes:.1f} of it in its raylet, the process that received the "
+                 "object in chunks and wrote them into its store: memory it kept after the transfer")
+        if sender_raylet is not None:
+            text += f"; the sending raylet's grew by {sender_raylet / array_bytes:.1f}"
+    return text
 
 
 def put_and_get_per_node(nodes, n_bytes: int, repeat: int = 3) -> dict[int, dict]:
