@@ -72,14 +72,9 @@ class Paragraph:
 
 
 @dataclass(frozen=True)
-class RenderingCell:
-    """A code cell that renders Markdown: the comparing words it writes whatever the run, and its keys."""
-
-    notebook: str
-    cell: int
-    text: str
-    comparisons: tuple[str, ...]
-    keys: tuple[str, ...]
+class RenderingCell(Paragraph):
+    """A code cell that renders Markdown: its fixed text, the comparing words it writes whatever the
+    run, and the keys of its ``# asserted:`` comment."""
 
 
 @dataclass(frozen=True)

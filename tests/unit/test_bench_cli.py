@@ -30,6 +30,26 @@ def ctrl_c_reaches_it() -> None:
     """preexec_fn: SIGINT back to its default in the child, so that Python turns it into
     KeyboardInterrupt there even when this run inherited an ignored SIGINT (a shell's background job)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def interrupt_when(args: list[str], seen: str, settle_s: float, wait_s: float = 60) -> tuple[int, int, str]:
+    """Run ``python -m helpers.bench *args`` in a session of its own and, ``settle_s`` after ``seen``
+    appears on its stderr (or ``wait_s`` passed without it), send its whole process group SIGINT,
+    what Ctrl-C in a terminal does; its pid, exit code and stderr once it has exited."""
+    with subprocess.Popen([sys.executable, "-m", "helpers.bench", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True,
+                          preexec_fn=ctrl_c_reaches_it) as process:
+        stderr: list[str] = []
+        reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
+        reader.start()
+        deadline = time.monotonic() + wait_s
+        while seen not in "".join(stderr) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(settle_s)
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=wait_s)
+        reader.join()
+    return process.pid, process.returncode, "".join(stderr)
 ROW_KEYS = {"name", "size_bytes", "median_s", "spread", "iqr_s", "min_s", "max_s", "runs_s", "first_s",
             "ratio_to_warm_floor", "ratio_to_fresh_floor", "what", "peak_tree_pss_bytes", "peak_shm_bytes"}
 EXECUTOR_ROWS = {"stdlib_echo", "ours_first", "ours_warm", "ours_shared", "ours_plus_one"}
@@ -101,26 +121,14 @@ def test_a_too_big_size_names_what_fits():
 
 def test_ctrl_c_shuts_everything_down_and_exits_130(tmp_path):
     out = tmp_path / "interrupted.json"
-    with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--suite", "transport", "--sizes", "1",
-                           "--repeat", "50",
-                           "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True, preexec_fn=ctrl_c_reaches_it) as process:
-        stderr: list[str] = []
-        reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
-        reader.start()
-        deadline = time.monotonic() + 60
-        while "ours first" not in "".join(stderr) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(1.5)  # inside "ours first": fresh executors and their segments come and go
-        os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
-        process.wait(timeout=60)
-        reader.join()
-    text = "".join(stderr)
-    assert process.returncode == 130, text
+    # 1.5 s inside "ours first": fresh executors and their segments come and go
+    pid, returncode, text = interrupt_when(["--suite", "transport", "--sizes", "1", "--repeat", "50",
+                                            "--out", str(out)], "ours first", settle_s=1.5)
+    assert returncode == 130, text
     assert "ours first" in text and text.strip().splitlines()[-1].startswith("interrupted:"), text
     assert "Traceback" not in text, text
     assert not out.exists()
-    assert live_processes_in_group(process.pid) == []  # no worker, no tracker survives
+    assert live_processes_in_group(pid) == []  # no worker, no tracker survives
 
 
 @pytest.mark.timeout(240)
@@ -236,26 +244,14 @@ def test_the_strategies_suite_refuses_a_size_too_big_naming_what_fits():
 
 def test_ctrl_c_in_the_strategies_suite_shuts_everything_down_and_exits_130(tmp_path):
     out = tmp_path / "interrupted.json"
-    with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--sizes", "4", "--strategies",
-                           "shared_memory,manager", "--repeat", "200", "--out", str(out)], cwd=ROOT,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True, preexec_fn=ctrl_c_reaches_it) as process:
-        stderr: list[str] = []
-        reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
-        reader.start()
-        deadline = time.monotonic() + 90
-        while "4 MiB: manager" not in "".join(stderr) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(4)  # the manager and the pool are up, tasks in flight
-        os.killpg(process.pid, signal.SIGINT)
-        process.wait(timeout=90)
-        reader.join()
-    text = "".join(stderr)
-    assert process.returncode == 130, text
+    # 4 s after the manager's start: the manager and the pool are up, tasks in flight
+    args = ["--sizes", "4", "--strategies", "shared_memory,manager", "--repeat", "200", "--out", str(out)]
+    pid, returncode, text = interrupt_when(args, "4 MiB: manager", settle_s=4, wait_s=90)
+    assert returncode == 130, text
     assert "4 MiB: manager" in text and text.strip().splitlines()[-1].startswith("interrupted:"), text
     assert "Traceback" not in text, text
     assert not out.exists()
-    assert live_processes_in_group(process.pid) == []
+    assert live_processes_in_group(pid) == []
 
 
 @pytest.mark.default_python_only

@@ -10,11 +10,8 @@ temp folder after each test. Timings are compared as ratios measured in one run,
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -24,7 +21,7 @@ import pytest
 
 from helpers.bench import cli, own_task, report, tasks
 from helpers.measure.units import MiB
-from tests.unit.test_bench_cli import ctrl_c_reaches_it, live_processes_in_group
+from tests.unit.test_bench_cli import interrupt_when, live_processes_in_group
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = "helpers.bench.example_tasks"
@@ -213,25 +210,14 @@ def test_the_command_runs_a_task_on_a_npy_file_and_writes_the_table_ranking_json
 @pytest.mark.timeout(180)
 def test_ctrl_c_during_a_task_run_leaves_nothing_and_exits_130(tmp_path):
     out = tmp_path / "interrupted.json"
-    with subprocess.Popen([sys.executable, "-m", "helpers.bench", "--task", f"{EXAMPLES}:sum_all", "--shape",
-                           "524288", "--strategies", "pickle,shared_memory", "--repeat", "100000",
-                           "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True, preexec_fn=ctrl_c_reaches_it) as process:
-        stderr: list[str] = []
-        reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
-        reader.start()
-        deadline = time.monotonic() + 60
-        while ": pickle" not in "".join(stderr) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(4)  # the strategy's process, its pool and the timed runs are under way
-        os.killpg(process.pid, signal.SIGINT)
-        process.wait(timeout=60)
-        reader.join()
-    text = "".join(stderr)
-    assert process.returncode == 130, text
+    # 4 s after pickle's start: the strategy's process, its pool and the timed runs are under way
+    args = ["--task", f"{EXAMPLES}:sum_all", "--shape", "524288", "--strategies", "pickle,shared_memory",
+            "--repeat", "100000", "--out", str(out)]
+    pid, returncode, text = interrupt_when(args, ": pickle", settle_s=4)
+    assert returncode == 130, text
     assert text.strip().splitlines()[-1].startswith("interrupted:") and "Traceback" not in text, text
     assert list(tmp_path.iterdir()) == []
-    assert live_processes_in_group(process.pid) == []
+    assert live_processes_in_group(pid) == []
 
 
 @pytest.mark.timeout(120)
