@@ -8,6 +8,10 @@ client, the cluster, every worker process it started (waited for, killed by pid 
 folder. The scheduler and the nannies run in this process (threads of an event loop); each nanny
 spawns one worker process, so the workers are our children and ``track_memory`` sees them. Dask's
 scheduler adds its scratch folder to ``sys.path``; the session takes it out again.
+Dask's active memory manager is off in the session: on (Dask's default), its ReduceReplicas policy
+drops, every 2 s, each copy beyond one that no waiting task needs, so the copies
+``broadcast=True`` made can vanish before the tasks that would read them arrive, and a worker then
+fetches the array again (Dask's ``scatter`` documentation says to turn it off for ``broadcast``).
 Every task is pinned to one worker (``workers=[address]``) and made impure (``pure=False``: Dask
 would otherwise run identical calls once). The functions Dask's workers run are at the end of
 this module (a function defined in a notebook cell would live in ``__main__``). Dask is imported
@@ -42,6 +46,7 @@ from helpers.measure.units import format_seconds
 SHUTDOWN_TIMEOUT_SECONDS = 10.0
 START_TIMEOUT_SECONDS = 60.0
 PARENT_ROLE = "parent (client, scheduler, nannies)"
+AMM_SETTING = "distributed.scheduler.active-memory-manager.start"  # Dask's default: True
 LARGE_GRAPH_WARNING = "Sending large graph"  # Dask's UserWarning for an array inside a task
 
 
@@ -80,8 +85,9 @@ def _new_descendants(before: set[int]) -> list[psutil.Process]:
 
 @contextlib.contextmanager
 def dask_cluster(n_workers: int, start_method: str | None = None) -> Iterator[DaskSession]:
-    """Start a ``LocalCluster`` of ``n_workers`` processes and a ``Client``; yield a ``DaskSession``;
-    always close both, wait for (or kill) every worker process and remove the scratch folder.
+    """Start a ``LocalCluster`` of ``n_workers`` processes and a ``Client``, its active memory
+    manager off (see the module's docstring); yield a ``DaskSession``; always close both, wait for
+    (or kill) every worker process and remove the scratch folder.
 
     ``start_method``: how the nannies start their workers (Dask's setting
     ``distributed.worker.multiprocessing-method``; None keeps Dask's, spawn); fork is refused with a
@@ -103,8 +109,9 @@ def dask_cluster(n_workers: int, start_method: str | None = None) -> Iterator[Da
         stack.callback(shutil.rmtree, folder, ignore_errors=True)
         stack.callback(_forget_folder, folder)
         stack.callback(_wait_or_kill, before)
-        # the scheduler's scratch space follows this setting, the workers' local_directory
-        settings = {"temporary-directory": str(folder)}
+        # the scheduler's scratch space follows this setting, the workers' local_directory;
+        # the active memory manager (on by default) would drop broadcast=True's extra copies
+        settings = {"temporary-directory": str(folder), AMM_SETTING: False}
         if start_method is not None:
             settings["distributed.worker.multiprocessing-method"] = start_method
         stack.enter_context(dask.config.set(settings))

@@ -34,7 +34,7 @@ SCRIPT_TIMEOUT = 240  # seconds: three cluster start-ups and the measurements, o
 FACTS = "FACTS: "
 
 SCRIPT = textwrap.dedent('''
-    import contextlib, json, os, signal, sys, tempfile, threading
+    import contextlib, json, os, signal, sys, tempfile, threading, time
 
     import numpy as np
     import psutil
@@ -65,6 +65,19 @@ SCRIPT = textwrap.dedent('''
                           "from_store": held.from_store}
         facts["sources"] = dask_cluster.argument_sources(session, array)
         facts["stores_after"] = [f["keys"] for f in dask_cluster.stores(session).values()]
+        # Dask's default, the active memory manager on: broadcast's extra copies are dropped
+        facts["amm_off_in_session"] = not session.client.amm.running()
+        session.client.amm.start()
+        future = session.client.scatter(array, broadcast=True)
+        holders = [len(session.client.who_has(future)[future.key])]
+        deadline = time.monotonic() + 15
+        while holders[-1] > 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            holders.append(len(session.client.who_has(future)[future.key]))
+        facts["holders_with_amm"] = [holders[0], holders[-1]]
+        session.client.amm.stop()
+        future.release()
+        dask_cluster.wait_until_stores_empty(session)
     facts["left_by_session"] = dask_cluster.what_dask_left(session)
 
     killed = None
@@ -130,6 +143,11 @@ def test_by_value_holds_a_copy_per_task_in_the_scheduler_and_in_each_worker(fact
     assert by_value["tree_pss"] >= 1.3 * facts["scatter once"]["tree_pss"]
     assert not any(by_value["from_store"]) and not any(facts["sources"]["by value"])
     assert len(facts["sources"]["by value"]) == 2 * N_WORKERS
+
+
+def test_the_session_turns_off_the_memory_manager_which_would_drop_broadcasts_copies(facts):
+    assert facts["amm_off_in_session"]
+    assert facts["holders_with_amm"] == [N_WORKERS, 1]
 
 
 def test_timings_and_released_futures(facts):
