@@ -165,11 +165,11 @@ class MemoryReport:
                    ) -> dict[int, tuple[float, float]]:
         """pid -> median (RSS, PSS) in bytes between two marks, for each process seen there: RSS
         from every sample, PSS from the window's exact samples (all of them if none is exact), as
-        ``steady`` reads the tree."""
+        ``steady`` reads the tree; in the order the samples first list them (this process first)."""
         chosen = self.window(start, end)
         exact = [sample for sample in chosen if sample.exact] or chosen
         medians = {}
-        for pid in {pid for sample in chosen for pid in sample.processes}:
+        for pid in dict.fromkeys(pid for sample in chosen for pid in sample.processes):
             pss = [s.processes[pid].pss for s in exact if pid in s.processes]
             rss = [s.processes[pid].rss for s in chosen if pid in s.processes]
             if pss:
