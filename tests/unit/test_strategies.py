@@ -216,10 +216,13 @@ def _added_in_a_fresh_interpreter(environment: dict[str, str], folder) -> dict[s
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not os.confstr("CS_GNU_LIBC_VERSION"), reason="glibc's malloc only")
 def test_pickles_extra_arrays_at_16_mib_are_freed_buffers_the_allocator_keeps(tmp_path):
-    """Lesson 11 says so (showdown.memory_what_to_see): at 16 MiB pickling adds more than one array
-    per worker, the manager more than one per worker and its own; with glibc's mmap threshold pinned
-    (MALLOC_MMAP_THRESHOLD_, so every freed 16 MiB buffer goes back to the kernel) they add exactly that."""
+    """Lesson 11 says so (showdown.memory_what_to_see): at 16 MiB a way that adds more than its copies
+    (pickling here, one array per worker; the manager at times, one per worker and its own) holds
+    pickled data already freed that glibc's allocator keeps; with its mmap threshold pinned
+    (MALLOC_MMAP_THRESHOLD_, so every freed 16 MiB buffer goes back to the kernel) they add exactly
+    their copies. By default the manager's extra varies from run to run (+0.2 to +4.5 arrays seen):
+    the lesson renders its group from the run, so only its copies are asserted here."""
     default = _added_in_a_fresh_interpreter({}, tmp_path)
     pinned = _added_in_a_fresh_interpreter({"MALLOC_MMAP_THRESHOLD_": "131072"}, tmp_path)
-    assert default["pickle"] > 2.5 and default["manager"] > 3.5, default
+    assert default["pickle"] > 2.5 and default["manager"] >= 3 - 0.25, default
     assert abs(pinned["pickle"] - 2) <= 0.25 and abs(pinned["manager"] - 3) <= 0.3, pinned
