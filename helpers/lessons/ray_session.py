@@ -34,12 +34,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-from helpers.measure import system
+from helpers.measure import ray_processes, system
 from helpers.measure.leftovers import TEMP_PREFIX
 from helpers.measure.units import MiB
 
@@ -156,11 +156,14 @@ class RayNode:
 @dataclass(frozen=True)
 class RayNodes:
     """What ``ray_session``/``local_cluster`` started: the nodes (head first), the address to
-    connect to, and the folders of ours Ray writes in (removed on exit; the temp folder first)."""
+    connect to, the folders of ours Ray writes in (removed on exit; the temp folder first), and the
+    state of Ray's default paths as it began (``ray_processes.ray_default_paths``): what was there
+    before is not ours to report or remove."""
 
     nodes: tuple[RayNode, ...]
     address: str
     folders: tuple[Path, ...]
+    ray_defaults_before: dict[str, int | None] = field(default_factory=dict)  # as the session began
 
     @property
     def temp_dir(self) -> Path:
@@ -328,6 +331,7 @@ def ray_session(num_cpus: int | None = None, object_store_bytes: int | None = No
     num_cpus, object_store_bytes = _settings(num_cpus, object_store_bytes)
     import ray
 
+    defaults_before = ray_processes.ray_default_paths()
     temp_dir = _new_temp_dir()
     settings = {
         "num_cpus": num_cpus,
@@ -342,7 +346,8 @@ def ray_session(num_cpus: int | None = None, object_store_bytes: int | None = No
     with _ray_environment(temp_dir), _cleaned_up([temp_dir], ray.shutdown):
         context = ray.init(**settings)
         node = ray._private.worker._global_node
-        yield RayNodes((_describe_node(0, node),), context.address_info["address"], (temp_dir,))
+        yield RayNodes((_describe_node(0, node),), context.address_info["address"], (temp_dir,),
+                       defaults_before)
 
 
 @contextlib.contextmanager
@@ -370,6 +375,7 @@ def local_cluster(n_nodes: int = 2, cpus_per_node: int = 1, object_store_bytes: 
 
     from helpers.lessons.memmap import disk_parent
 
+    defaults_before = ray_processes.ray_default_paths()
     temp_dir = _new_temp_dir()
     folders = [temp_dir]
     clusters: list[Cluster] = []
@@ -400,4 +406,4 @@ def local_cluster(n_nodes: int = 2, cpus_per_node: int = 1, object_store_bytes: 
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
         yield RayNodes(tuple(_describe_node(i, node) for i, node in enumerate(added)), cluster.address,
-                       tuple(folders))
+                       tuple(folders), defaults_before)

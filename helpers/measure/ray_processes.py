@@ -122,7 +122,8 @@ def copies_on(ref, nodes) -> list[int]:
 
 def what_ray_left(nodes) -> list[str]:
     """What a finished session or cluster left behind: live processes that served it (a raylet,
-    gcs_server or worker still running from our tree or naming its temp folder), and its folder."""
+    gcs_server or worker still running from our tree or naming its temp folder), its folders, and
+    Ray's default paths where they were made or changed after it began (``ray_default_paths``)."""
     left = []
     folder = str(nodes.temp_dir)
     for process in psutil.process_iter(["pid", "name", "cmdline"]):
@@ -137,7 +138,21 @@ def what_ray_left(nodes) -> list[str]:
         if name in ("raylet", "gcs_server") or name.startswith("ray::"):
             left.append(f"process {pid} ({name})")
     left += [f"folder {path}" for path in nodes.folders if path.exists()]
-    for path in (Path.home() / ".ray" / "auth_token", Path("/tmp/ray")):
-        if path.exists():
-            left.append(f"{path} (Ray's default; not ours if it was there before)")
+    before = getattr(nodes, "ray_defaults_before", None) or {}
+    for path, state in ray_default_paths().items():
+        if state is not None and state != before.get(path):
+            left.append(f"{path} (Ray's default, made or changed since the session began)")
     return sorted(set(left))
+
+
+def ray_default_paths() -> dict[str, int | None]:
+    """Where Ray writes when not told otherwise (~/.ray/auth_token, /tmp/ray), each with its last
+    change (st_mtime_ns) or None where it does not exist. A session of ours records them as it
+    starts, so what was there before (any earlier Ray program's) is never taken for ours."""
+    states = {}
+    for path in (Path.home() / ".ray" / "auth_token", Path("/tmp/ray")):
+        try:
+            states[str(path)] = path.stat().st_mtime_ns
+        except OSError:
+            states[str(path)] = None
+    return states

@@ -14,6 +14,7 @@ left (nothing, checked by a test); the autouse fixture in conftest.py still chec
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from helpers.lessons import ray_session
-from helpers.measure import leftovers
+from helpers.measure import leftovers, ray_processes
 from helpers.measure.units import MiB
 
 pytestmark = pytest.mark.skipif(ray_session.ray_installed() is not None,
@@ -175,10 +176,10 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def run_ray_script(mode: str) -> dict:
+def run_ray_script(mode: str, env: dict[str, str] | None = None) -> dict:
     """Run ``SCRIPT`` in a subprocess (Ray lives and dies there); its facts, or skip if Ray is unusable."""
     done = subprocess.run([sys.executable, "-c", SCRIPT, mode, str(ARRAY_BYTES), str(STORE_BYTES)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
+                          capture_output=True, text=True, timeout=SCRIPT_TIMEOUT, env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith(FACTS)]
     assert done.returncode == 0 and lines, (f"exit {done.returncode}\n{done.stdout[-3000:]}\n"
                                             f"{done.stderr[-3000:]}")
@@ -202,9 +203,13 @@ def session():
 
 
 @pytest.fixture(scope="class")
-def cluster():
-    """What a local two-node cluster (the second node's store on disk) showed in a subprocess."""
-    return run_ray_script("two_nodes")
+def cluster(tmp_path_factory):
+    """What a local two-node cluster (the second node's store on disk) showed in a subprocess, on a
+    machine where Ray has run before: its home holds ~/.ray/auth_token from an earlier program."""
+    home = tmp_path_factory.mktemp("home")
+    (home / ".ray").mkdir()
+    (home / ".ray" / "auth_token").write_text("an earlier Ray program's token")
+    return run_ray_script("two_nodes", env={**os.environ, "HOME": str(home)})
 
 
 def test_object_store_bytes_for_fits_the_fan_out_and_respects_rays_minimum():
@@ -285,7 +290,7 @@ class TestTwoNodes:
         assert all(m.startswith(per_node["folders"][1]) for m in disk["mappings"])
         assert per_node["second_node_pss"] > 0
 
-    def test_shutting_the_cluster_down_leaves_nothing(self, cluster):
+    def test_shutting_the_cluster_down_leaves_nothing_and_ignores_what_ray_had_left_before(self, cluster):
         after = part(cluster, "after")
         assert not after["initialized"]
         assert after["what_ray_left"] == []
@@ -295,3 +300,18 @@ class TestTwoNodes:
 def test_ray_never_ran_in_the_pytest_process():
     assert not ray_session.ray_has_run()
     assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+
+
+def test_rays_default_paths_count_only_where_made_or_changed_after_the_session_began(tmp_path, monkeypatch):
+    """Lesson 10's clean-up check: a token an earlier Ray program left is not the lesson's leftover;
+    one the session wrote, or changed, is."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    token = tmp_path / ".ray" / "auth_token"
+    token.parent.mkdir()
+    token.write_text("an earlier program's")
+    nodes = ray_session.RayNodes((), "", (tmp_path / "gone",), ray_processes.ray_default_paths())
+    assert not [line for line in ray_processes.what_ray_left(nodes) if ".ray" in line]
+    os.utime(token, ns=(token.stat().st_atime_ns, token.stat().st_mtime_ns + 10**9))
+    assert [line for line in ray_processes.what_ray_left(nodes) if str(token) in line]
+    nothing_before = ray_session.RayNodes((), "", (tmp_path / "gone",), {})
+    assert [line for line in ray_processes.what_ray_left(nothing_before) if str(token) in line]
