@@ -197,6 +197,8 @@ def run_transport(sizes: list[int], args: argparse.Namespace, bar) -> list[dict]
         source = copy_floors.random_array(n_bytes)
         floors = transport.measure_floors(source, repeat=max(args.repeat, 5))
         rows += transport.floor_rows(source.nbytes, floors)
+        rows += transport.trip_floor_rows(source, floors, repeat=max(args.repeat, 5),
+                                          start_method=args.start_method)
         bar.update()
         for name, measure in _transport_measurements(source, floors, args):
             bar.set_description(f"{label}: {name}")
@@ -361,7 +363,7 @@ def _run_and_report(suite: str, checked: tuple[list[int], list[str], dict | None
     sizes, names, reference = checked
     started = time.perf_counter()
     machine, rows = _run_suite(suite, sizes, names, args)
-    met = [] if suite == "strategies" else targets.check_targets(rows)
+    met = [] if suite == "strategies" else targets.check_targets(rows) + targets.check_gates(rows)
     repeat = args.repeat or (strategies_suite.DEFAULT_REPEAT if suite == "strategies" else DEFAULT_REPEAT)
     options = {"suite": suite, "sizes_bytes": sizes, "repeat": repeat, "workers": args.workers,
                "start_method": "per strategy" if suite == "strategies" else args.start_method,

@@ -13,7 +13,16 @@
 - the torch-free reduction's first share with warm segments (its median; the very first call is
   ``first_s``): at most 2x floor (a) at 100 MiB and up, local and remote;
 - a round trip of an array already in shared memory (executor and both reductions): under 2 ms at
-  every size, and flat: its median at the largest size over the smallest under 3.
+  every size, and flat: its median at the largest size over the smallest under 3; and within 1.5x
+  ``floor_shm_name`` (a bare segment name sent over a pipe and attached on both sides,
+  ``helpers.measure.trip_floors``), the aim of the library's next step.
+
+These are what ``make bench`` prints with a verdict (holds / MISSED) for a reader to compare. CI
+does not fail on them: a slow or busy machine misses a target that a quiet one meets, and a check
+in seconds fails on every slow day. CI's gates (``GATES``, ``check_gates``, run by tests/bench) are
+ratios to a floor measured in the same run, each beyond the worst ratio a healthy build has shown
+(on quiet and on deliberately slowed machines) times a margin: a real regression (an extra copy, a
+pool that no longer keeps warm segments) still crosses them.
 
 Why 2x floor (a) at 10 MiB is out of a drop-in's reach: there floor (a) is half a millisecond to
 a millisecond and a half (0.47 ms on the VM of 2026-11-23, 1.6 ms in
@@ -46,6 +55,31 @@ BEYOND_FIXED_TARGETS = (("ours_warm", "stdlib_tiny", "warm", 10 * MiB, 2.0),
                         ("ours_warm", "ours_shared", "warm", 10 * MiB, 2.0))
 SHARED_LIMIT_S = 2e-3
 SHARED_GROWTH_LIMIT = 3.0
+SHARED_FLOOR_LIMIT = 1.5  # the already-shared rows over floor_shm_name (the library's next aim)
+
+# CI's regression gates (tests/bench, at 100 MiB; the already-shared row at 1 and 100 MiB): (row,
+# floor, from this size on, limit on the row's median over the floor's median). Each limit is the
+# worst ratio healthy builds showed, quiet and on a machine slowed on purpose (a CFS quota of half a
+# CPU beside a CPU-bound process per core: tools/slowed_machine.py), times a margin of 1.5 or more,
+# and below what the regression it guards against gives (results/README.md, "CI's gates"):
+# - ours_warm: healthy 0.84-1.42 (1000 MiB, which CI does not run: up to 3.8 on a slow day); a pool
+#   that lost its warm segments pays a first call, 5.4-7.0;
+# - ours_first: healthy 0.45-1.32 (floor (b) is itself noisy under a CPU quota); an extra copy into
+#   new memory adds about one more floor (b);
+# - ours_shared over floor_shm_name: healthy 5.1-27.9, the highest on a quiet machine (the pool's
+#   queue threads and pipes against one pipe: more wake-ups, each slower from an idle CPU); one copy
+#   of 100 MiB on that path: 332-845;
+# - the torch-free reduction: healthy 0.84-1.79; an extra copy into new memory adds 3-5.
+GATES = (
+    ("ours_warm", "warm", 100 * MiB, 2.5),
+    ("ours_first", "fresh_shm", 100 * MiB, 2.0),
+    ("ours_shared", "shm_name", 0, 60.0),
+    ("reducer_shared_memory_local", "warm", 100 * MiB, 2.7),
+    ("reducer_shared_memory_remote", "warm", 100 * MiB, 2.7),
+)
+# ours_shared's median at the largest size over the smallest: healthy 0.57-1.12 (21 runs), one copy
+# on the path 15.8-66
+GATE_SHARED_GROWTH = 5.0
 
 
 def _check(target: str, n_bytes: int, value: float, limit: float, inclusive: bool) -> dict:
@@ -53,17 +87,31 @@ def _check(target: str, n_bytes: int, value: float, limit: float, inclusive: boo
     return {"target": target, "size_bytes": n_bytes, "value": value, "limit": limit, "holds": bool(holds)}
 
 
+def _ratio_checks(found: dict, ratio_limits, what: str = "") -> list[dict]:
+    """One check per (row, floor, from size, limit) and size the rows hold both of."""
+    checks = []
+    for name, floor, min_bytes, limit in ratio_limits:
+        for (row_name, n_bytes), row in sorted(found.items(), key=lambda item: item[0][1]):
+            floor_row = found.get((f"floor_{floor}", n_bytes))
+            if row_name == name and n_bytes >= min_bytes and floor_row is not None:
+                checks.append(_check(f"{what}{name} <= {limit:g}x floor_{floor}", n_bytes,
+                                     row["median_s"] / floor_row["median_s"], limit, inclusive=True))
+    return checks
+
+
+def _growth(found: dict, name: str) -> tuple[int, float] | None:
+    """(largest size, the row's median there over its median at the smallest size), or None."""
+    medians = sorted((n_bytes, row["median_s"]) for (row_name, n_bytes), row in found.items()
+                     if row_name == name)
+    return (medians[-1][0], medians[-1][1] / medians[0][1]) if len(medians) > 1 else None
+
+
 def check_targets(rows: list[dict]) -> list[dict]:
     """Each target the rows can tell: {"target", "size_bytes", "value", "limit", "holds"}, where
     ``value`` is a ratio of medians (to the floor measured at the same size) or seconds."""
     found = {(row["name"], row["size_bytes"]): row for row in rows}
-    checks = []
-    for name, floor, min_bytes, limit in RATIO_TARGETS:
-        for (row_name, n_bytes), row in sorted(found.items(), key=lambda item: item[0][1]):
-            floor_row = found.get((f"floor_{floor}", n_bytes))
-            if row_name == name and n_bytes >= min_bytes and floor_row is not None:
-                checks.append(_check(f"{name} <= {limit:g}x floor_{floor}", n_bytes,
-                                     row["median_s"] / floor_row["median_s"], limit, inclusive=True))
+    checks = _ratio_checks(found, RATIO_TARGETS + tuple(
+        (name, "shm_name", 0, SHARED_FLOOR_LIMIT) for name in ALREADY_SHARED_ROWS))
     for name, fixed, floor, min_bytes, limit in BEYOND_FIXED_TARGETS:
         for (row_name, n_bytes), row in sorted(found.items(), key=lambda item: item[0][1]):
             fixed_row, floor_row = found.get((fixed, n_bytes)), found.get((f"floor_{floor}", n_bytes))
@@ -72,11 +120,21 @@ def check_targets(rows: list[dict]) -> list[dict]:
                 checks.append(_check(f"{name} - {fixed} <= {limit:g}x floor_{floor}", n_bytes, beyond, limit,
                                      inclusive=True))
     for name in ALREADY_SHARED_ROWS:
-        medians = sorted((n_bytes, row["median_s"]) for (row_name, n_bytes), row in found.items()
-                         if row_name == name)
-        for n_bytes, median in medians:
-            checks.append(_check(f"{name} < 2 ms", n_bytes, median, SHARED_LIMIT_S, inclusive=False))
-        if len(medians) > 1:
-            checks.append(_check(f"{name} flat: largest/smallest < {SHARED_GROWTH_LIMIT:g}", medians[-1][0],
-                                 medians[-1][1] / medians[0][1], SHARED_GROWTH_LIMIT, inclusive=False))
+        for (row_name, n_bytes), row in sorted(found.items(), key=lambda item: item[0][1]):
+            if row_name == name:
+                checks.append(_check(f"{name} < 2 ms", n_bytes, row["median_s"], SHARED_LIMIT_S,
+                                     inclusive=False))
+        if (growth := _growth(found, name)) is not None:
+            checks.append(_check(f"{name} flat: largest/smallest < {SHARED_GROWTH_LIMIT:g}", *growth,
+                                 SHARED_GROWTH_LIMIT, inclusive=False))
+    return checks
+
+
+def check_gates(rows: list[dict]) -> list[dict]:
+    """CI's regression gates the rows can tell, as ``check_targets`` gives targets (ratios only)."""
+    found = {(row["name"], row["size_bytes"]): row for row in rows}
+    checks = _ratio_checks(found, GATES, what="gate: ")
+    if (growth := _growth(found, "ours_shared")) is not None:
+        checks.append(_check(f"gate: ours_shared flat: largest/smallest <= {GATE_SHARED_GROWTH:g}", *growth,
+                             GATE_SHARED_GROWTH, inclusive=True))
     return checks

@@ -7,6 +7,11 @@ in the same run, on the same array:
   ``helpers.measure.copy_floors`` defines them (its docstring says what each includes);
   ``floor_fresh_shm_create`` is floor (b) with the segment's creation timed too.
 
+Two more floors are those of a round trip that copies nothing (``helpers.measure.trip_floors``):
+``floor_message``, a small message to a started process and back over a pipe (the least a
+pool's round trip can cost), and ``floor_shm_name``, a segment's name sent over that pipe and
+attached on both sides (the least an array already in shared memory can cost).
+
 The executor rows time ``submit(fn, array).result()`` from submit to result, after the workers
 were started and had each run a tiny task (process start-up and module imports excluded), with
 ``del`` of the result before the next call (so a pooled segment goes back to the pool). Each row
@@ -27,7 +32,7 @@ import numpy as np
 
 from helpers.bench import npshmex_echo
 from helpers.lessons import pickler_reductions_torch, workers
-from helpers.measure import copy_floors
+from helpers.measure import copy_floors, trip_floors
 from helpers.measure.quiet_processes import quiet_context
 from helpers.measure.timing import Timing, time_it
 from helpers.measure.units import MiB
@@ -73,6 +78,18 @@ def floor_rows(n_bytes: int, floors: dict[str, Timing]) -> list[dict]:
     return [make_row(f"floor_{key}", n_bytes, floors[key], floors, what=text) for key, text in what.items()]
 
 
+def trip_floor_rows(source: np.ndarray, floors: dict[str, Timing], repeat: int = 5,
+                    start_method: str = DEFAULT_START_METHOD) -> list[dict]:
+    """``floor_message`` and ``floor_shm_name`` for an array like ``source`` (``trip_floors``)."""
+    trip = trip_floors.measure_trip_floors(source, repeat=repeat, start_method=start_method)
+    return [make_row("floor_message", source.nbytes, trip.message, floors, what=(
+                "a small message (an int) to a started process and back over a Pipe: the least a "
+                "pool's round trip costs")),
+            make_row("floor_shm_name", source.nbytes, trip.shm_name, floors, what=(
+                "a shared-memory segment's name sent over a Pipe, attached and viewed by the other "
+                "process, sent back and attached here: the least an already-shared array's trip costs"))]
+
+
 def start_workers(executor: Executor, n_workers: int) -> None:
     """Start every worker and run a tiny task in each (imports done), before anything is timed."""
     list(executor.map(workers.sleep_then_echo, [0.2] * n_workers, range(n_workers)))
@@ -95,7 +112,8 @@ def time_with_first(fn: Callable[[], object], repeat: int, warmup: int = 1) -> t
     return time_it(fn, repeat=repeat, warmup=warmup - 1), first
 
 
-def time_first_call(source: np.ndarray, n_workers: int, mp_context, repeat: int) -> Timing:
+def time_first_call(source: np.ndarray, n_workers: int, mp_context, repeat: int,
+                    ours: type[SharedMemoryExecutor] = SharedMemoryExecutor) -> Timing:
     """Seconds of the first ``echo`` round trip of a fresh ``SharedMemoryExecutor`` (empty pool).
 
     One fresh executor per run; its workers are started and warmed first (not timed). Timed: from
@@ -104,7 +122,7 @@ def time_first_call(source: np.ndarray, n_workers: int, mp_context, repeat: int)
     """
     runs = []
     for _ in range(repeat):
-        with _executor(SharedMemoryExecutor, n_workers, mp_context) as executor:
+        with _executor(ours, n_workers, mp_context) as executor:
             start_workers(executor, n_workers)
             runs.append(time_it(_round_trip(executor, workers.echo, source), repeat=1, warmup=0).runs[0])
     return Timing(tuple(runs))
@@ -136,33 +154,35 @@ def _warm_row(kind: type[ProcessPoolExecutor], name: str, fn: Callable, source: 
 
 def executor_measurements(source: np.ndarray, floors: dict[str, Timing], *, repeat: int = 5,
                           n_workers: int = 2, start_method: str = DEFAULT_START_METHOD,
-                          stdlib: bool = True) -> list[tuple[str, Callable[[], dict]]]:
+                          stdlib: bool = True, ours: type[SharedMemoryExecutor] = SharedMemoryExecutor,
+                          ) -> list[tuple[str, Callable[[], dict]]]:
     """(label, measure) pairs, each returning one round-trip row: the stdlib baseline (unless
-    ``stdlib`` is False) and ours: first call, warm, already shared, plus_one; npshmex's echo where
-    that optional extra is installed. Each measure starts its own executor with ``n_workers``
-    workers and ``start_method`` (spawn by default)."""
+    ``stdlib`` is False) and ours (``ours``: SharedMemoryExecutor or a subclass of it): first call,
+    warm, already shared, plus_one; npshmex's echo where that optional extra is installed. Each
+    measure starts its own executor with ``n_workers`` workers and ``start_method`` (spawn by
+    default)."""
     context = quiet_context(start_method)
     args = (floors, repeat, n_workers, context)
     measurements = [
         ("ours first", lambda: make_row(
-            "ours_first", source.nbytes, time_first_call(source, n_workers, context, repeat), floors, what=(
-                "SharedMemoryExecutor's first echo (fresh executor, empty pool; workers started and "
-                "warmed, not timed): new segment + copy + round trip"))),
-        ("ours warm", lambda: _warm_row(SharedMemoryExecutor, "ours_warm", workers.echo, source, False, *args,
+            "ours_first", source.nbytes, time_first_call(source, n_workers, context, repeat, ours), floors,
+            what=("SharedMemoryExecutor's first echo (fresh executor, empty pool; workers started and "
+                  "warmed, not timed): new segment + copy + round trip"))),
+        ("ours warm", lambda: _warm_row(ours, "ours_warm", workers.echo, source, False, *args,
                                         what="echo of a private array, pool warm: one copy into a warm "
                                              "pooled segment, the result comes back as a view of it")),
-        ("ours shared", lambda: _warm_row(SharedMemoryExecutor, "ours_shared", workers.echo, source, True,
+        ("ours shared", lambda: _warm_row(ours, "ours_shared", workers.echo, source, True,
                                           *args, what="echo of an array already in a SharedNDArray: a "
                                                       "handle both ways, no copy")),
         ("ours tiny", lambda: _warm_row(
-            SharedMemoryExecutor, "ours_tiny", workers.echo, source, False, *args, tiny=True, what=(
+            ours, "ours_tiny", workers.echo, source, False, *args, tiny=True, what=(
                 "echo of the int 0, no array: the fixed cost of one round trip through the pool"))),
         ("stdlib tiny", lambda: _warm_row(
             ProcessPoolExecutor, "stdlib_tiny", workers.echo, source, False, *args, tiny=True, what=(
                 "ProcessPoolExecutor, echo of the int 0: the stdlib's own fixed cost of a round trip "
                 "(feeder thread, pipe, worker, result thread, future), which ours cannot go below"))),
         ("ours plus_one", lambda: _warm_row(
-            SharedMemoryExecutor, "ours_plus_one", workers.plus_one, source, False, *args, what=(
+            ours, "ours_plus_one", workers.plus_one, source, False, *args, what=(
                 "plus_one, a same-size new result: warm copy in, the worker's array + 1 (its own fresh "
                 "pages: page faults) written into a new segment the parent maps (more page faults)"))),
     ]

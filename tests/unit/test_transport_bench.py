@@ -97,6 +97,34 @@ def test_what_the_copy_adds_beyond_a_round_trip_of_a_handle_is_checked_from_10_m
     assert not split["ours_warm - ours_shared <= 2x floor_warm"]["holds"]  # 2.6x: the copy got slower
 
 
+def test_the_gates_are_ratios_to_floors_of_the_same_run_and_never_seconds():
+    """CI's gates: the already-shared row against a bare segment name's trip (and flat), the copies
+    against floors (a) and (b); a row that copies on the already-shared path fails two of them."""
+    big = 100 * MiB
+    rows = [_row("floor_warm", big, 0.010), _row("floor_fresh_shm", big, 0.080),
+            _row("floor_shm_name", MiB, 0.0001), _row("floor_shm_name", big, 0.0001),
+            _row("ours_warm", big, 0.020), _row("ours_first", big, 0.100),
+            _row("ours_shared", MiB, 0.0010), _row("ours_shared", big, 0.0300)]
+    gates = {(g["target"], g["size_bytes"]): g for g in targets.check_gates(rows)}
+    assert all(g["target"].startswith("gate: ") for g in gates.values())
+    assert gates[("gate: ours_warm <= 2.5x floor_warm", big)]["value"] == pytest.approx(2.0)
+    assert gates[("gate: ours_first <= 2x floor_fresh_shm", big)]["holds"]
+    assert gates[("gate: ours_shared <= 60x floor_shm_name", MiB)]["holds"]  # 10x: the pool's threads
+    assert not gates[("gate: ours_shared <= 60x floor_shm_name", big)]["holds"]  # 300x: a copy
+    assert not gates[("gate: ours_shared flat: largest/smallest <= 5", big)]["holds"]
+    assert not any("ms" in target for target, _ in gates)
+    met = {(c["target"], c["size_bytes"]) for c in targets.check_targets(rows)}
+    assert ("ours_shared <= 1.5x floor_shm_name", MiB) in met  # the aim, reported by make bench
+
+
+def test_trip_floors_time_a_message_and_a_bare_segment_name_and_leave_nothing():
+    source = copy_floors.random_array(4 * MiB)
+    floors = transport.measure_floors(source, repeat=1)
+    rows = transport.trip_floor_rows(source, floors, repeat=3)
+    assert [row["name"] for row in rows] == ["floor_message", "floor_shm_name"]
+    assert all(len(row["runs_s"]) == 3 and row["median_s"] > 0 for row in rows)
+
+
 @pytest.mark.skipif(__import__("helpers.bench.npshmex_echo", fromlist=["missing"]).missing() is not None,
                     reason="npshmex, the optional extra, is not installed here")
 @pytest.mark.timeout(120)
