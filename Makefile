@@ -121,7 +121,13 @@ test-site: $(INSTALLED)
 
 # test-binder and test-forkserver are not repeated here: test-browser is the Binder-sized run (with
 # every kernel left running), and .ci/run runs the lessons with forkserver on Python 3.13.
-test: lint unit before-timed bench-check test-notebooks test-browser test-site
+# Each stage runs in turn and prints its time (CI's budget is 40 minutes); the first failure stops.
+TEST_STAGES := setup lint unit before-timed bench-check test-notebooks test-browser test-site
+test:
+	@started=$$(date +%s); for stage in $(TEST_STAGES); do stage_start=$$(date +%s); \
+		$(MAKE) --no-print-directory $$stage || { echo "== make $$stage failed after $$(( $$(date +%s) - stage_start )) s"; exit 1; }; \
+		echo "== make $$stage: $$(( $$(date +%s) - stage_start )) s"; done; \
+		echo "== make test: $$(( $$(date +%s) - started )) s in all"
 
 # BEFORE_TIMED: a command run after the unit tests, before the first stage whose checks compare
 # timings. .ci/run runs the other Pythons' unit tests alongside this Python's and passes a command

@@ -64,12 +64,12 @@ SHARED_FLOOR_LIMIT = 1.5  # the already-shared rows over floor_shm_name (the lib
 # and below what the regression it guards against gives (results/README.md, "CI's gates"):
 # - ours_warm: healthy 0.84-1.42 (1000 MiB, which CI does not run: up to 3.8 on a slow day); a pool
 #   that lost its warm segments pays a first call, 5.4-7.0;
-# - ours_first: healthy 0.45-1.32 (floor (b) is itself noisy under a CPU quota); an extra copy into
+# - ours_first: healthy 0.40-1.32 (floor (b) is itself noisy under a CPU quota); an extra copy into
 #   new memory adds about one more floor (b);
 # - ours_shared over floor_shm_name: healthy 5.1-27.9, the highest on a quiet machine (the pool's
 #   queue threads and pipes against one pipe: more wake-ups, each slower from an idle CPU); one copy
 #   of 100 MiB on that path: 332-845;
-# - the torch-free reduction: healthy 0.84-1.79; an extra copy into new memory adds 3-5.
+# - the torch-free reduction: healthy 0.74-1.79; an extra copy into new memory adds 3-5.
 GATES = (
     ("ours_warm", "warm", 100 * MiB, 2.5),
     ("ours_first", "fresh_shm", 100 * MiB, 2.0),
@@ -78,7 +78,7 @@ GATES = (
     ("reducer_shared_memory_remote", "warm", 100 * MiB, 2.7),
 )
 # ours_shared's median at the largest size over the smallest: healthy 0.57-1.12 (21 runs), one copy
-# on the path 15.8-66
+# on the path 15.8-75
 GATE_SHARED_GROWTH = 5.0
 
 
