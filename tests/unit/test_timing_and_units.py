@@ -39,9 +39,11 @@ def test_timing_statistics():
 
 
 def test_stopwatch_measures_the_block_also_when_it_raises():
+    outer_start = time.perf_counter()
     with stopwatch() as watch:
         time.sleep(0.05)
-    assert 0.04 < watch.seconds < 1.0
+    outer = time.perf_counter() - outer_start
+    assert 0.05 <= watch.seconds <= outer  # the block's time, within what was measured around it
     with pytest.raises(KeyError), stopwatch() as failing:
         raise KeyError("x")
     assert failing.seconds >= 0
