@@ -74,7 +74,7 @@ class Heartbeat:
     default) of waiting; a C call that holds it hands it over only when it returns. Time spent
     waiting for a CPU (a busy machine, or one CPU) is not counted as late (``cpu_wait_seconds``).
     ``free`` and ``total`` are seconds: of all the time between wake-ups, the intervals that ended
-    on time.
+    on time, each weighed by the time the heartbeat could have run in it (its CPU wait taken off).
     """
 
     def __init__(self, tick: float = 0.001):
@@ -92,9 +92,12 @@ class Heartbeat:
             for_cpu = waited_now - waited if waited is not None and waited_now is not None else 0.0
             # Late is measured from the last wake-up, not from this sleep: the interpreter may also
             # hand the GIL over between two sleeps, and that wait counts as held too.
-            if now - before - self.tick - for_cpu < self.late:  # on time, but for a busy CPU
-                self.free += now - before
-            self.total += now - before
+            # Weighed by the time the heartbeat could have run: time spent waiting for a CPU (a
+            # CPU quota's pause of tens of milliseconds among them) counts for neither side.
+            could_run = max(0.0, now - before - for_cpu)
+            if could_run - self.tick < self.late:  # on time, but for a busy CPU
+                self.free += could_run
+            self.total += could_run
             self.ticks += 1
             before, waited = now, waited_now
 
