@@ -39,7 +39,10 @@ from tools.end_of_lesson_cell import SHUT_DOWN, SHUT_DOWN_EARLIER
 CHROMIUM = Path(os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium"))
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 NOTEBOOKS = sorted(path.name for path in (ROOT / "notebooks").glob("*.ipynb"))
-RUN_SECONDS = 240  # one lesson at the test size; the lessons promise under a minute at full size
+# A hang guard, not a speed check: how long one lesson may take before the run gives up on it. The
+# lessons' run times are measured by `make notebooks` (tools.lesson_times), on a quiet machine; here
+# the server shares one CPU, which a neighbour may halve (lesson 11 took over 240 s so).
+RUN_SECONDS = 600
 # Chromium as the machine's probe starts it: no sandbox as root, no GPU, and none of the background
 # connections a closed network refuses; its own shared memory in /tmp, not in the run's small /dev/shm.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -165,6 +168,7 @@ def _use_the_showdown_panel(page) -> None:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.timeout(RUN_SECONDS + 180)  # the hang guard above, plus opening the lesson and its checks
 def test_the_lesson_runs_in_jupyterlab_without_errors(lab, browser, name):
     if BINDER_PATH:
         if _says(lab.root / name, SHUT_DOWN_EARLIER):  # as the lesson's note asks, before it runs
