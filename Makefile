@@ -8,6 +8,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+# The repository's checkers (actionlint, zizmor, cffconvert: pyproject.toml's `checks` dependency group)
+# in a venv of their own inside $(VENV): cffconvert's jsonschema<4 cannot share one with JupyterLab.
+# tests/unit/test_repository_files.py runs them on .github/workflows/ and CITATION.cff.
+CHECKS := $(VENV)/checks
 # The array size (MiB) the test suite runs every notebook at; the lessons read it through
 # helpers.measure.config (LAB_ARRAY_MB), the same code a reader runs at the default size.
 TEST_ARRAY_MB ?= 16
@@ -46,6 +50,9 @@ $(INSTALLED): pyproject.toml library/pyproject.toml
 		$(BIN)/python -m pip install --quiet --no-deps "$(TORCH)" --index-url $(TORCH_INDEX) || \
 		{ echo "could not install $(TORCH) from $(TORCH_INDEX); choose a build with TORCH_INDEX=..."; exit 1; }
 	$(BIN)/python -m pip install --quiet -e ./library -e ".[course,browser,site]"
+	test -x $(CHECKS)/bin/python || $(BIN)/python -m venv $(CHECKS)
+	$(CHECKS)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKS)/bin/python -m pip install --quiet --group checks
 	$(BIN)/python -m pip install --quiet -e ".[npshmex]" 2>/dev/null || \
 		echo "npshmex not installed (optional: its SharedArray builds from source); the benchmark goes on without it"
 	touch $(INSTALLED)
@@ -108,7 +115,8 @@ test-browser: $(INSTALLED)
 
 # The course's website: every lesson as stored (not executed, no network), the reference results, the
 # machine table and the library's API (Sphinx, MyST-NB, sphinx-book-theme: the `site` extra), into
-# build/site/html. Publishing it is the repository host's step (e.g. GitHub Pages), not make's.
+# build/site/html. .github/workflows/pages.yml publishes it on GitHub Pages on every push to main (the
+# site make test-site built and tested), not make.
 site: $(INSTALLED)
 	$(BIN)/python -m tools.site_build
 

@@ -1,5 +1,6 @@
-"""The conda, Binder and pip environments pin the same packages at the same versions."""
+"""The conda, Binder, dev container and pip environments pin the same packages at the same versions."""
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -57,3 +58,43 @@ def test_the_makefile_installs_the_pinned_torch_from_its_cpu_index():
     torch_pin = next(pin for pin in _pyproject_pins() if pin.startswith("torch=="))
     assert f"TORCH := {torch_pin}" in makefile
     assert "TORCH_INDEX ?= https://download.pytorch.org/whl/cpu" in makefile
+
+
+def _devcontainer() -> dict:
+    """.devcontainer/devcontainer.json, whose comments (JSONC) are whole lines of their own."""
+    text = (ROOT / ".devcontainer" / "devcontainer.json").read_text()
+    return json.loads("\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//")))
+
+
+def test_the_dev_container_asks_for_the_python_binder_gets():
+    """Binder's Python is environment.yml's (binder/ is a copy of it); the dev container's image is
+    Microsoft's Python image of that version, on a named Debian release (not a moving `latest`)."""
+    name = _devcontainer()["image"]
+    image = re.fullmatch(r"mcr\.microsoft\.com/devcontainers/python:1-(\d+\.\d+)-bookworm", name)
+    assert image, f"not a pinned Python image: {name}"
+    environment = yaml.safe_load((ROOT / "binder" / "environment.yml").read_text())
+    assert f"python={image.group(1)}" in environment["dependencies"]
+    assert sorted(path.name for path in (ROOT / ".devcontainer").iterdir()) == ["devcontainer.json"]
+
+
+def test_the_dev_container_sets_up_with_the_readmes_command_and_its_pins():
+    """Its set-up is `make setup`, what `make lab` does before it opens JupyterLab: .venv with
+    pyproject.toml's course extra (the pins environment.yml repeats) and torch from its CPU index, as
+    binder/environment.yml asks; nothing in the container installs or overrides anything else."""
+    container = _devcontainer()
+    assert container["postCreateCommand"] == "make setup"
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^setup: \$\(INSTALLED\)$", makefile, re.M)
+    assert re.search(r"^lab: \$\(INSTALLED\)$", makefile, re.M)
+    assert '-e ".[course,' in makefile
+    readme_first_section = (ROOT / "README.md").read_text().split("\n## ")[1]
+    assert "make lab    # creates .venv if missing, installs the pinned dependencies" in readme_first_section
+    binder = (ROOT / "binder" / "environment.yml").read_text()
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in binder
+    text = json.dumps(container)
+    for override in ("pip install", "TORCH_INDEX", "PYTHON=", "VENV=", "LAB_ARRAY_MB", "LAB_WORKERS"):
+        assert override not in text, f"the dev container sets {override}"
+    interpreter = container["customizations"]["vscode"]["settings"]["python.defaultInterpreterPath"]
+    assert interpreter == "${containerWorkspaceFolder}/.venv/bin/python"
+    assert container["customizations"]["codespaces"]["openFiles"] == ["notebooks/00_start_here.ipynb"]
+    assert (ROOT / "notebooks" / "00_start_here.ipynb").exists()
