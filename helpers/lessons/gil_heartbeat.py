@@ -72,9 +72,10 @@ class Heartbeat:
     A wake-up later than ``late`` seconds, one ``sys.getswitchinterval()`` (5 ms by default), means
     another thread held the GIL: the interpreter asks a thread running Python code to hand it over
     only after the waiter has waited that long, and a C call that holds it hands it over only when
-    it returns. A wake-up a few milliseconds late proves nothing (a virtual machine's CPUs wake
-    from idle that slowly on a busy host: half the switch interval read np.sum as holding the GIL
-    40% of the time there, one switch interval 0-10%). Time spent
+    it returns. A wake-up a few milliseconds late proves nothing (on a virtual machine whose host is
+    busy, CPUs wake that slowly: with half a switch interval as the limit np.sum read as holding the
+    GIL for 9-43% of its time there, with a whole one 0-10%, quiet or on one CPU beside a
+    neighbour). Time spent
     waiting for a CPU (a busy machine, or one CPU) is not counted as late (``cpu_wait_seconds``).
     ``free`` and ``total`` are seconds: of all the time between wake-ups, the intervals that ended
     on time, each weighed by the time the heartbeat could have run in it (its CPU wait taken off).
