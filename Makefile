@@ -22,7 +22,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 SOLVED := LAB_SOLVE_EXERCISES=1
 NBVAL := $(SOLVED) $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 
-.PHONY: help setup lab test lint unit before-timed bench-check test-notebooks test-forkserver test-binder test-browser site test-site notebooks bench clean
+.PHONY: help setup lab test lint unit before-timed bench-check test-notebooks test-lessons test-forkserver test-binder test-browser site test-site notebooks bench clean
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
@@ -103,15 +103,30 @@ test-binder: $(INSTALLED)
 # /usr/bin/chromium, no browser downloads) and all its cells run, each lesson's kernel left running
 # as JupyterLab leaves it; the server and everything it starts on one CPU, in a 2 GB memory cgroup,
 # under a private BINDER_SHM /dev/shm, at the default sizes. Fails on any error shown, an OOM kill,
-# or a peak of the server's tree (PSS + /dev/shm) of 1.5 GiB. Needs root (unshare, the cgroup).
+# or a peak of the server's tree (PSS + /dev/shm) of 1.5 GiB. Needs root (unshare, the cgroup). It runs
+# in a namespace of its own, as in Binder's container (tools/own_namespace: that /dev/shm, its own temp
+# folders, home and loopback-only network), so it can run beside another run of the lessons.
 # Screenshots land in tests/browser/screenshots/ (not in git).
 CHROMIUM ?= /usr/bin/chromium
 test-browser: $(INSTALLED)
 	@test "$$(id -u)" = 0 || { echo "make test-browser needs root (unshare --mount, a memory cgroup)"; exit 1; }
 	test -x $(CHROMIUM) || { apt-get update && apt-get install -y chromium; }
-	unshare --mount sh -c 'mount -t tmpfs -o size=$(BINDER_SHM) tmpfs /dev/shm && \
-		exec env $(SOLVED) LAB_BINDER_PATH=1 LAB_ARRAY_MB= LAB_WORKERS= LAB_CHROMIUM=$(CHROMIUM) \
-		$(BIN)/pytest -s tests/browser'
+	tools/own_namespace --shm $(BINDER_SHM) env $(SOLVED) LAB_BINDER_PATH=1 LAB_ARRAY_MB= LAB_WORKERS= \
+		LAB_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -s tests/browser
+
+# The lessons' two runs side by side, each leaving most of a CPU the other uses: the Binder-path run
+# (one CPU, in a namespace of its own), then the site's test (in one too: Chromium's files in /dev/shm);
+# and, here, nbval, then ALONGSIDE_BROWSER (.ci/run: every lesson again with forkserver on Python 3.13).
+# The first lane's output is kept in build/test-browser-and-site.log and printed when both are done;
+# the stage fails if either failed.
+ALONGSIDE_BROWSER ?= true
+test-lessons: $(INSTALLED)
+	@mkdir -p build; { $(MAKE) --no-print-directory test-browser && tools/own_namespace \
+		$(MAKE) --no-print-directory test-site; } > build/test-browser-and-site.log 2>&1 & browser=$$!; \
+		status=0; $(MAKE) --no-print-directory test-notebooks || status=$$?; \
+		if [ "$$status" = 0 ]; then $(ALONGSIDE_BROWSER) || status=$$?; fi; \
+		wait $$browser || status=$$?; echo "== beside them, make test-browser and make test-site:"; \
+		cat build/test-browser-and-site.log; exit $$status
 
 # The course's website: every lesson as stored (not executed, no network), the reference results, the
 # machine table and the library's API (Sphinx, MyST-NB, sphinx-book-theme: the `site` extra), into
@@ -127,10 +142,11 @@ test-site: $(INSTALLED)
 	test -x $(CHROMIUM) || { apt-get update && apt-get install -y chromium; }
 	LAB_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/site
 
-# test-binder and test-forkserver are not repeated here: test-browser is the Binder-sized run (with
-# every kernel left running), and .ci/run runs the lessons with forkserver on Python 3.13.
+# test-binder and test-forkserver are not repeated here: test-browser (in test-lessons) is the
+# Binder-sized run (with every kernel left running), and .ci/run runs the lessons with forkserver on
+# Python 3.13 beside it (ALONGSIDE_BROWSER).
 # Each stage runs in turn and prints its time (CI's budget is 40 minutes); the first failure stops.
-TEST_STAGES := setup lint unit before-timed bench-check test-notebooks test-browser test-site
+TEST_STAGES := setup lint unit before-timed bench-check test-lessons
 test:
 	@started=$$(date +%s); for stage in $(TEST_STAGES); do stage_start=$$(date +%s); \
 		$(MAKE) --no-print-directory $$stage || { echo "== make $$stage failed after $$(( $$(date +%s) - stage_start )) s"; exit 1; }; \

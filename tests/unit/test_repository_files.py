@@ -53,8 +53,19 @@ def make_test_stages(makefile: str) -> list[str]:
     return re.search(r"^TEST_STAGES := (.+)$", makefile, re.M).group(1).split()
 
 
+def recipe_make_calls(makefile: str, target: str) -> set[str]:
+    """The targets ``target``'s recipe runs with ``$(MAKE) [options] TARGET``."""
+    rule = re.search(rf"^{re.escape(target)}\s*:(?![=:]).*\n((?:\t.*\n?)*)", makefile, re.M)
+    if rule is None:
+        return set()
+    recipe = rule.group(1).replace("\\\n", " ")
+    calls = re.finditer(r"\$\(MAKE\)((?:[ \t]+-[-\w]+)*)[ \t]+([A-Za-z][\w-]*)", recipe)
+    return {call.group(2) for call in calls}
+
+
 def ci_run_targets(ci_run: str, makefile: str) -> set[str]:
-    """The make targets .ci/run runs: those it names (outside comments), and make test's stages."""
+    """The make targets .ci/run runs: those it names (outside comments), make test's stages, and
+    what a stage's recipe runs with $(MAKE)."""
     named = set()
     for line in ci_run.splitlines():
         if line.lstrip().startswith("#"):
@@ -64,6 +75,8 @@ def ci_run_targets(ci_run: str, makefile: str) -> set[str]:
     targets = named & makefile_targets(makefile)
     if "test" in targets:
         targets.update(make_test_stages(makefile))
+    for stage in list(targets):
+        targets.update(recipe_make_calls(makefile, stage) & makefile_targets(makefile))
     return targets
 
 
@@ -184,7 +197,8 @@ def test_every_workflow_step_runs_what_ci_runs_here():
 def test_ci_runs_make_test_with_all_its_stages_and_the_other_pythons_targets():
     targets = ci_run_targets(_ci_run(), _makefile())
     assert {"test", "setup", "unit", "test-forkserver"} <= targets
-    assert set(make_test_stages(_makefile())) <= targets and "test-site" in targets
+    assert set(make_test_stages(_makefile())) <= targets
+    assert {"test-notebooks", "test-browser", "test-site"} <= targets  # make test-lessons runs them
     assert not targets & WEEKLY_ARTIFACT_TARGETS, "make bench or notebooks in .ci/run: no exception needed"
 
 
