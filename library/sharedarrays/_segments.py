@@ -1,10 +1,9 @@
-"""What the library's parts share: segment names, creating and mapping a segment, liveness, layouts.
+"""What the library's parts share: creating and mapping a segment, room, layouts, notices.
 
 Private to ``sharedarrays``: ``shm``, ``transit``, ``executor``, ``lent_segments`` and
-``torch_reduction`` build on these; nothing outside the library imports them. Segment names carry
-our prefix, the creating process's pid and its pid namespace (``sal_<pid>_ns<namespace>_<random>``),
-so ``sweep()`` can tell a dead owner's segments from a live one's, and leaves alone those of
-processes in another pid namespace, whose pids mean nothing here.
+``torch_reduction`` build on these; nothing outside the library imports them. Segment names,
+liveness and the POSIX calls on a name are in ``sharedarrays._names`` (standard library only,
+for ``sweep()``), and taken from here too.
 """
 
 from __future__ import annotations
@@ -13,24 +12,28 @@ import logging
 import mmap
 import os
 import pickle
-import secrets
-import stat
-import sys
 import threading
 import weakref
-from multiprocessing import resource_tracker, util
-
-try:
-    import _posixshmem  # CPython's shm_open/shm_unlink; absent where there is no POSIX shared memory
-except ImportError:
-    _posixshmem = None
+from multiprocessing import util
 
 import numpy as np
 
-from sharedarrays.room import SEGMENT_PREFIX, SHM_DIR, available_memory, creator_prefix, shm_free, shm_size
+from sharedarrays._names import (  # noqa: F401 - the library's modules take these from here too
+    OWNER_ONLY,
+    creator_namespace,
+    creator_pid,
+    forget_in_resource_tracker,
+    new_name,
+    open_existing,
+    process_alive,
+    require_posix_shared_memory,
+    segment_names,
+    shm_open,
+    unlink,
+)
+from sharedarrays.room import available_memory, shm_free, shm_size
 from sharedarrays.units import format_bytes
 
-OWNER_ONLY = stat.S_IRUSR | stat.S_IWUSR  # 0o600: no other user can read or write the segment
 # madvise(MADV_POPULATE_WRITE), Linux 5.14+: map every page of a new segment in one call instead of
 # one page fault per 4 KiB at first write (about a third less time to fill a new segment here).
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
@@ -43,53 +46,6 @@ LOG = logging.getLogger("sharedarrays")
 # Every mapping this process made of one of our segments: map -> (segment name, base address).
 # handle_of() uses it to tell an array that already lives in shared memory from a private one.
 MAPPED_SEGMENTS: weakref.WeakKeyDictionary[mmap.mmap, tuple[str, int]] = weakref.WeakKeyDictionary()
-
-
-def new_name() -> str:
-    """A fresh segment name: our prefix, this process's pid and pid namespace, 12 random hex digits."""
-    return f"{creator_prefix()}{secrets.token_hex(6)}"
-
-
-def creator_pid(name: str) -> int | None:
-    """The pid written into one of our segment names, or None when the name is not ours."""
-    if not name.startswith(SEGMENT_PREFIX):
-        return None
-    try:
-        return int(name[len(SEGMENT_PREFIX):].split("_", 1)[0])
-    except ValueError:
-        return None
-
-
-def creator_namespace(name: str) -> str | None:
-    """The pid namespace tag written into one of our segment names (``room.pid_namespace()`` of
-    its creator), or None for a name without one."""
-    fields = name[len(SEGMENT_PREFIX):].split("_")
-    if name.startswith(SEGMENT_PREFIX) and len(fields) >= 3 and fields[1].startswith("ns"):
-        return fields[1][2:]
-    return None
-
-
-def process_alive(pid: int) -> bool:
-    """True while ``pid`` runs in this pid namespace; one that exited but is not reaped yet (a
-    zombie) is dead. The kernel answers (``kill(pid, 0)``, on every POSIX system); /proc, where
-    there is one, only tells a zombie from a running process."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process: it exists
-    except OverflowError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat_file:
-            return stat_file.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:  # it ended since kill() answered, or this /proc shows no pids
-        return not os.path.isdir(f"/proc/{os.getpid()}")
-    except (OSError, IndexError):
-        return True  # no readable /proc: kill() is the answer
 
 
 class OnceNotice:
@@ -107,26 +63,34 @@ class OnceNotice:
         LOG.warning(message)
 
 
-def pickled_as_usual(array: np.ndarray, notice: OnceNotice):
+# What making a new segment for an array may raise where the stdlib's pickling would still work: no
+# room (MemoryError), or shm_open, ftruncate or mmap refused (OSError: a read-only /dev/shm, no inode
+# left, no file descriptor left, EACCES, vm.max_map_count reached). Each makes the array cross
+# pickled, as without the library; attaching to a segment that exists still raises.
+PLACEMENT_FAILURES = (MemoryError, OSError)
+
+
+def placement_failure(error: BaseException) -> str:
+    """Why an array could not be placed in shared memory, in a few words for a notice."""
+    if isinstance(error, MemoryError):
+        return "/dev/shm had no room"
+    return f"shared memory refused a new segment ({type(error).__name__}: {error})"
+
+
+def pickled_as_usual(array: np.ndarray, notice: OnceNotice, error: BaseException | None = None):
     """The reduction pickle would use for ``array`` without ours (its own ``__reduce_ex__`` at
-    ``multiprocessing``'s protocol), after saying once through ``notice`` that it was not shared."""
-    notice.say(f"sharedarrays: /dev/shm had no room for an array of {format_bytes(array.nbytes)}, so it "
-               "was pickled through the pipe as multiprocessing pickles it without the reduction "
-               "(slower, same values). Said once; free /dev/shm, send smaller arrays, or give the "
-               "container a larger --shm-size.")
+    ``multiprocessing``'s protocol), after saying once through ``notice`` that it was not shared
+    (``error``: what placing it raised; None or a MemoryError: no room)."""
+    if error is None or isinstance(error, MemoryError):
+        notice.say(f"sharedarrays: /dev/shm had no room for an array of {format_bytes(array.nbytes)}, so it "
+                   "was pickled through the pipe as multiprocessing pickles it without the reduction "
+                   "(slower, same values). Said once; free /dev/shm, send smaller arrays, or give the "
+                   "container a larger --shm-size.")
+    else:
+        notice.say(f"sharedarrays: {placement_failure(error)} for an array of {format_bytes(array.nbytes)}, "
+                   "so it was pickled through the pipe as multiprocessing pickles it without the "
+                   "reduction (slower, same values). Said once.")
     return array.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
-
-
-def forget_in_resource_tracker(name: str) -> None:
-    """Make this program's resource tracker forget segment ``name`` if it tracks it (a process of
-    this program registered it, then died without unlinking it): registering, then unregistering,
-    strikes a name it knew and leaves one it did not know as it was (unregistering an unknown name
-    alone makes the tracker print a KeyError). Starts no tracker where this process has none."""
-    tracker = getattr(resource_tracker, "_resource_tracker", None)
-    if getattr(tracker, "_fd", None) is None:
-        return
-    resource_tracker.register("/" + name, "shared_memory")
-    resource_tracker.unregister("/" + name, "shared_memory")
 
 
 def bottom_of(array: np.ndarray) -> object:
@@ -187,7 +151,7 @@ def check_room(n_bytes: int) -> None:
         raise MemoryError(
             f"a shared array of {format_bytes(n_bytes)} does not fit in /dev/shm: "
             f"{format_bytes(free)} free of {format_bytes(shm_size() or 0)}. "
-            "Use a smaller array (LAB_ARRAY_MB), free /dev/shm, or run the container with a larger "
+            "Use a smaller array, free /dev/shm, or run the container with a larger "
             "--shm-size."
         )
     available = available_memory()
@@ -196,41 +160,6 @@ def check_room(n_bytes: int) -> None:
             f"a shared array of {format_bytes(n_bytes)} does not fit in the memory available "
             f"({format_bytes(available)}): /dev/shm pages live in RAM."
         )
-
-
-def require_posix_shared_memory() -> None:
-    """Raise a clear error naming what is missing where POSIX shared memory cannot work as we need.
-
-    The library needs ``shm_open`` (CPython's ``_posixshmem``) and ``os.posix_fallocate`` (to
-    reserve a new segment's pages, so that a full /dev/shm is a MemoryError instead of SIGBUS).
-    Both exist on Linux, the only platform the course tests; macOS lacks ``posix_fallocate``,
-    Windows both.
-    """
-    missing = [what for what, present in (("POSIX shared memory (shm_open, CPython's _posixshmem)",
-                                           _posixshmem is not None),
-                                          ("os.posix_fallocate", hasattr(os, "posix_fallocate")),
-                                          (f"a {SHM_DIR} folder", os.path.isdir(SHM_DIR)))
-               if not present]
-    if missing:
-        raise OSError(f"sharedarrays needs {' and '.join(missing)}, which this platform ({sys.platform}) "
-                      "does not have; it is tested on Linux only. Use multiprocessing.shared_memory "
-                      "directly (it does not reserve pages up front), or run on Linux.")
-
-
-def open_existing(name: str) -> int:
-    """A read-write file descriptor of existing segment ``name`` (FileNotFoundError if it is gone)."""
-    require_posix_shared_memory()
-    return _posixshmem.shm_open("/" + name, os.O_RDWR, 0)
-
-
-def unlink(name: str) -> bool:
-    """Remove segment ``name``; False when it was already gone."""
-    require_posix_shared_memory()
-    try:
-        _posixshmem.shm_unlink("/" + name)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 class Mapping:
@@ -244,11 +173,10 @@ class Mapping:
     """
 
     def __init__(self, name: str, create_bytes: int | None, private: bool = False):
-        require_posix_shared_memory()
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create_bytes is not None else 0)
         self.map: mmap.mmap | None = None
         try:
-            fd = _posixshmem.shm_open("/" + name, flags, mode=OWNER_ONLY)
+            fd = shm_open(name, flags)
         except FileNotFoundError:
             if create_bytes is not None:
                 raise
@@ -285,8 +213,20 @@ class Mapping:
             self.map = None
 
 
+NO_RESERVE_NOTICE = OnceNotice()
+
+
 def _reserve(fd: int, n_bytes: int) -> None:
-    """Reserve every page of a new segment now, so a full /dev/shm is a MemoryError, not SIGBUS."""
+    """Reserve every page of a new segment now, so a full /dev/shm is a MemoryError, not SIGBUS.
+
+    Where there is no ``os.posix_fallocate`` (macOS), the segment keeps the size ``ftruncate`` gave
+    it, as ``multiprocessing.shared_memory`` does everywhere: pages are taken at first write, so a
+    shared-memory space that runs out is not caught here. Said once per process."""
+    if not hasattr(os, "posix_fallocate"):
+        NO_RESERVE_NOTICE.say("sharedarrays: this platform has no os.posix_fallocate, so new segments are "
+                              "sized with ftruncate only, as multiprocessing.shared_memory does: running "
+                              "out of shared memory is not caught when a segment is made. Said once.")
+        return
     try:
         os.posix_fallocate(fd, 0, n_bytes)
     except OSError as error:
@@ -303,14 +243,6 @@ def _populate(segment_map: mmap.mmap) -> None:
         segment_map.madvise(MADV_POPULATE_WRITE)
     except OSError:
         pass  # older kernel: pages are mapped at first write instead
-
-
-def segment_names() -> list[str]:
-    """Names of our segments now in /dev/shm (sorted), or [] where there is no such folder."""
-    try:
-        return sorted(name for name in os.listdir(SHM_DIR) if name.startswith(SEGMENT_PREFIX))
-    except OSError:
-        return []
 
 
 class ExitHook:

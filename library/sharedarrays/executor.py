@@ -69,7 +69,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from sharedarrays._segments import Mapping, OnceNotice, mapping_under, new_name
+from sharedarrays._names import segment_exists
+from sharedarrays._segments import (
+    PLACEMENT_FAILURES,
+    Mapping,
+    OnceNotice,
+    mapping_under,
+    new_name,
+    placement_failure,
+)
 from sharedarrays.executor_workers import (
     payload,
     release_result_segment,
@@ -77,7 +85,6 @@ from sharedarrays.executor_workers import (
     start_worker,
     unlink_when_gone,
 )
-from sharedarrays.room import segment_exists
 from sharedarrays.segment_holds import hold_segment, holders_seen, is_held_here
 from sharedarrays.segment_pool import HEADER_BYTES, SegmentPool
 from sharedarrays.shm import handle_of
@@ -107,6 +114,7 @@ class _Fallbacks:
 
     def __init__(self):
         self.count = 0
+        self.reason: str | None = None  # why an argument could not be placed, when not for want of room
         self._lock = threading.Lock()
         self._notice = OnceNotice()
 
@@ -115,11 +123,17 @@ class _Fallbacks:
             return
         with self._lock:
             self.count += n_arrays
-        self._notice.say(
-            f"SharedMemoryExecutor: /dev/shm had no room for {n_arrays} big array(s) of a call or its "
-            "result, so they were pickled through the pipe as ProcessPoolExecutor does (slower, same "
-            "values). Said once per executor; executor.pickled_fallbacks counts every such array. "
-            "Free /dev/shm, send smaller arrays, or give the container a larger --shm-size.")
+        if self.reason is None or self.reason == placement_failure(MemoryError()):
+            self._notice.say(
+                f"SharedMemoryExecutor: /dev/shm had no room for {n_arrays} big array(s) of a call or its "
+                "result, so they were pickled through the pipe as ProcessPoolExecutor does (slower, same "
+                "values). Said once per executor; executor.pickled_fallbacks counts every such array. "
+                "Free /dev/shm, send smaller arrays, or give the container a larger --shm-size.")
+        else:
+            self._notice.say(
+                f"SharedMemoryExecutor: {self.reason}, so {n_arrays} big array(s) of a call were pickled "
+                "through the pipe as ProcessPoolExecutor does (slower, same values). Said once per "
+                "executor; executor.pickled_fallbacks counts every such array.")
 
 
 class _Task:
@@ -329,9 +343,10 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         MemoryError, naming both, when the memory available could not hold it pickled either."""
         try:
             lease = self.segment_pool.lease(array.nbytes)
-        except MemoryError:
+        except PLACEMENT_FAILURES as error:  # no room, or no new segment: pickle it, as the stdlib does
             if not pickling_fits(array.nbytes):  # RAM cannot hold it pickled either: nor could the stdlib
                 raise too_big_to_pickle(array.nbytes, "an argument array") from None
+            self._fallbacks.reason = self._fallbacks.reason or placement_failure(error)
             return None
         root = np.frombuffer(lease.shared.mapped_buffer(), np.uint8)
         hold_segment(lease.name, root, first=True)

@@ -16,8 +16,8 @@ import time
 import traceback
 from multiprocessing import resource_tracker
 
-from sharedarrays._segments import process_alive, unlink
-from sharedarrays.room import segment_exists
+from sharedarrays._names import segment_exists
+from sharedarrays._segments import PLACEMENT_FAILURES, process_alive, unlink
 from sharedarrays.transit import Packed, WorkerSide, pack_result, pack_result_pickled
 
 ORPHAN_CHECK_SECONDS = 0.5
@@ -86,5 +86,5 @@ def call_in_worker(side: WorkerSide, packed: Packed, result_name: str, min_share
     del fn, args, kwargs
     try:
         return pack_result(result, result_name, min_shared_bytes, side)
-    except MemoryError:  # /dev/shm has no room for a result segment: pickle it, as the stdlib does
+    except PLACEMENT_FAILURES:  # no room, or no new segment, for the result: pickle it, as the stdlib does
         return pack_result_pickled(result, min_shared_bytes, side)

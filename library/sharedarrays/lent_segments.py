@@ -44,6 +44,7 @@ from multiprocessing import util
 import numpy as np
 
 from sharedarrays._segments import (
+    PLACEMENT_FAILURES,
     ExitHook,
     Mapping,
     OnceNotice,
@@ -149,8 +150,8 @@ def reduce_with_shared_memory(array: np.ndarray):
         raise RuntimeError("the torch-free reduction is not active: call share_arrays_with_shared_memory()")
     try:
         lease = pool.lease(array.nbytes)
-    except MemoryError:  # no room in /dev/shm (or RAM): the array crosses as if we were not there
-        return pickled_as_usual(array, _no_room_notice)
+    except PLACEMENT_FAILURES as error:  # no room, or no new segment: it crosses as if we were not there
+        return pickled_as_usual(array, _no_room_notice, error)
     segment_map = lease.shared.mapped_buffer()
     _MAPS[lease.name] = segment_map
     _LENT_MAPS[segment_map] = True
@@ -224,5 +225,6 @@ def _after_multiprocessing_fork() -> None:
         _exit_hook.ensure()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 util.register_after_fork(_after_multiprocessing_fork, lambda hook: hook())

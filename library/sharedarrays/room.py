@@ -15,6 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 SHM_DIR = Path("/dev/shm")
+# Linux (glibc) keeps a POSIX segment as a file in /dev/shm, and shm_open fails without that folder;
+# macOS keeps segments in the kernel, with no folder to list.
+SEGMENTS_IN_A_FOLDER = sys.platform.startswith("linux")
 SEGMENT_PREFIX = "sal_"  # every segment of ours: /dev/shm/sal_<creator pid>_ns<pid namespace>_<random>
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _NO_LIMIT = 2**60  # cgroup v1 writes 9223372036854771712 for "no limit"
@@ -154,31 +157,38 @@ def available_memory() -> int:
     return sys.maxsize if available is None else available
 
 
+# The longest segment name every platform takes: macOS's PSHMNAMLEN (31) counts the leading "/".
+NAME_LIMIT = 30
+NAME_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"  # base 36: short tags and random parts
+NAMESPACE_TAG_CHARS = 7  # base-36 digits of a namespace's inode kept in a name (a 32-bit inode has at most 7)
+
+
+def base36(number: int) -> str:
+    """``number`` (>= 0) in base 36, lower case."""
+    digits = ""
+    while True:
+        number, digit = divmod(number, 36)
+        digits = NAME_DIGITS[digit] + digits
+        if number == 0:
+            return digits
+
+
 @functools.cache
 def pid_namespace() -> str:
-    """A short tag of this process's pid namespace (its inode in hex), written into our segment
-    names so that ``sweep()`` leaves alone the segments of processes in other namespaces that share
-    this /dev/shm (containers with ``--ipc=host``, a pod's containers): their pids mean nothing
-    here. ``"0"`` where /proc does not tell."""
+    """A short tag of this process's pid namespace (the last ``NAMESPACE_TAG_CHARS`` base-36 digits
+    of its inode), written into our segment names so that ``sweep()`` leaves alone the segments of
+    processes in other namespaces that share this /dev/shm (containers with ``--ipc=host``, a pod's
+    containers): their pids mean nothing here. ``"0"`` where /proc does not tell."""
     try:
-        return format(os.stat("/proc/self/ns/pid").st_ino, "x")
+        return base36(os.stat("/proc/self/ns/pid").st_ino)[-NAMESPACE_TAG_CHARS:]
     except OSError:
         return "0"
 
 
 def creator_prefix() -> str:
-    """How the names of the segments this process creates begin: ``sal_<pid>_ns<namespace>_``."""
+    """How the names of the segments this process creates begin: ``sal_<pid>_ns<namespace>_``
+    (at most 22 characters: a pid has at most 7 digits on Linux, 5 on macOS)."""
     return f"{SEGMENT_PREFIX}{os.getpid()}_ns{pid_namespace()}_"
-
-
-def segment_exists(name: str) -> bool:
-    """True while /dev/shm has an entry called ``name``: one ``stat``, without building a ``Path``
-    (an executor asks once per failed task; a ``Path`` costs several times the system call)."""
-    try:
-        os.stat(os.path.join(SHM_DIR, name))
-    except OSError:
-        return False
-    return True
 
 
 def _shm_stats() -> os.statvfs_result | None:

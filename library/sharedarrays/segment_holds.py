@@ -17,7 +17,6 @@ holds. ``sharedarrays.transit`` (the worker's side), ``sharedarrays.executor`` (
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import os
 import sys
@@ -27,6 +26,11 @@ from collections.abc import Callable
 from multiprocessing import util
 
 import numpy as np
+
+try:
+    import fcntl  # file locks: absent on Windows, where the library imports and its first use says why
+except ImportError:
+    fcntl = None
 
 from sharedarrays._segments import ExitHook, mapping_under, open_existing
 from sharedarrays.segment_pool import HEADER_BYTES, mark_returned
@@ -276,6 +280,7 @@ def _after_multiprocessing_fork() -> None:
         _exit_hook.ensure()
 
 
-os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                    after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 util.register_after_fork(_after_multiprocessing_fork, lambda hook: hook())

@@ -1,8 +1,7 @@
 """Shared-memory segments kept mapped and touched, so a copy into shared memory runs at warm speed.
 
 The first write to a new ``/dev/shm`` segment faults in and zeroes every page: that costs several
-times a copy into memory that is already mapped (lesson 08 measures both on your machine: floor (b)
-against floor (a), ``helpers.measure.copy_floors``). A
+times a copy into memory that is already mapped. A
 ``SegmentPool`` lends segments out and takes them back instead of unlinking them: their pages stay
 allocated and mapped in this process, so the next copy into one costs what a warm copy costs.
 
@@ -29,12 +28,13 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
+from sharedarrays._segments import OnceNotice
 from sharedarrays.room import available_memory, shm_free
 from sharedarrays.shm import ArrayHandle, SharedNDArray
 
 HEADER_BYTES = 64  # state word + padding; data starts cache-line aligned
 STATE_IDLE, STATE_LENT, STATE_RETURNED = 0, 1, 2
-DEFAULT_IDLE_CAP_FRACTION = 0.5  # of the smaller of /dev/shm free and RAM available (Binder: 32 MiB)
+DEFAULT_IDLE_CAP_FRACTION = 0.5  # of the smaller of /dev/shm free and RAM available
 
 
 def _round_up_to_page(n_bytes: int) -> int:
@@ -206,7 +206,7 @@ class SegmentPool:
         capacity = _round_up_to_page(HEADER_BYTES + n_bytes) - HEADER_BYTES
         try:
             shared = SharedNDArray.create(HEADER_BYTES + capacity, np.uint8)
-        except MemoryError:
+        except (MemoryError, OSError):  # no room, or no more mappings (vm.max_map_count)
             if not self._idle:
                 raise
             self._trim(0)  # make room from warm segments nobody uses, then try once more
@@ -247,5 +247,15 @@ class SegmentPool:
 
 
 def _destroy(lease: Lease) -> None:
+    """Unmap and unlink ``lease``'s segment. A refused unlink (a /dev/shm made read-only meanwhile) is
+    said once and left to the resource tracker, which tries again when the program ends: letting go
+    of a segment never raises into the caller's ``shutdown`` or next call."""
     lease.shared.close()
-    lease.shared.unlink()
+    try:
+        lease.shared.unlink()
+    except OSError as error:
+        _UNLINK_REFUSED.say(f"sharedarrays: could not unlink segment {lease.name!r} ({error.strerror}); "
+                            "the resource tracker tries again when the program ends. Said once.")
+
+
+_UNLINK_REFUSED = OnceNotice()

@@ -12,9 +12,9 @@ our prefix and the creator's pid, so ``sweep()`` can remove what a killed owner 
 
 from __future__ import annotations
 
+import math
 import mmap
-import os
-import warnings
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,25 +23,35 @@ from multiprocessing import resource_tracker
 import numpy as np
 from numpy.typing import DTypeLike
 
+from sharedarrays._names import segment_exists
 from sharedarrays._segments import (
     MAPPED_SEGMENTS,
     Mapping,
     check_room,
     contiguous_strides,
-    creator_namespace,
-    creator_pid,
-    forget_in_resource_tracker,
     mapping_under,
     new_name,
     process_alive,
     refuse_objects,
-    segment_names,
     span,
     unlink,
 )
-from sharedarrays.room import SHM_DIR, pid_namespace
+from sharedarrays.cleanup import sweep  # noqa: F401 - where it was before it got a module of its own
 
 __all__ = ["ArrayHandle", "SharedNDArray", "attach", "handle_of", "process_alive", "sweep"]
+
+
+LARGEST_ARRAY_BYTES = 2**63 - 1  # what an int64 byte count holds (NumPy's and the kernel's sizes)
+
+
+def array_bytes(shape: tuple[int, ...], itemsize: int) -> int:
+    """Bytes of an array of ``shape`` and ``itemsize``, in Python's integers (never wrapped); raises
+    ValueError past ``LARGEST_ARRAY_BYTES``, which no segment can hold."""
+    n_bytes = math.prod(shape) * itemsize
+    if n_bytes > LARGEST_ARRAY_BYTES:
+        raise ValueError(f"an array of shape {shape} and {itemsize}-byte items would hold {n_bytes} bytes, "
+                         "more than any segment can (2**63 - 1)")
+    return n_bytes
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,9 @@ class ArrayHandle:
     """What another process needs to view a shared array: segment name, shape, dtype, layout.
 
     ``strides`` and ``offset`` (bytes from the segment's start) let a handle describe a view
-    into a segment, e.g. a Fortran-ordered array or one part of a larger segment.
+    into a segment, e.g. a Fortran-ordered array or one part of a larger segment. Checked when made:
+    TypeError or ValueError for a name that is not a string, a negative dimension, strides that do
+    not match the shape, a negative offset, or a byte count no segment can hold.
     """
 
     name: str
@@ -58,10 +70,28 @@ class ArrayHandle:
     strides: tuple[int, ...]
     offset: int = 0
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"an ArrayHandle's name is a segment's name (a str), got {self.name!r}")
+        shape, strides = tuple(map(operator.index, self.shape)), tuple(map(operator.index, self.strides))
+        if any(n < 0 for n in shape):
+            raise ValueError(f"negative dimensions are not allowed: shape {shape}")
+        if len(strides) != len(shape):
+            raise ValueError(f"strides {strides} do not match shape {shape}")
+        offset = operator.index(self.offset)
+        if offset < 0:
+            raise ValueError(f"an ArrayHandle's offset is bytes from the segment's start, got {offset}")
+        dtype = np.dtype(self.dtype)
+        array_bytes(shape, dtype.itemsize)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "strides", strides)
+        object.__setattr__(self, "offset", offset)
+        object.__setattr__(self, "dtype", dtype)
+
     @property
     def nbytes(self) -> int:
         """Bytes of array data the handle describes."""
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 def _refuse_masked(array: np.ndarray, who: str) -> None:
@@ -96,26 +126,59 @@ def _view(mapping: Mapping, handle: ArrayHandle) -> np.ndarray:
 
 
 class SharedNDArray:
-    """An ndarray living in a shared-memory segment this object owns (see the module docstring)."""
+    """An ndarray living in a shared-memory segment (see the module docstring).
 
-    def __init__(self, mapping: Mapping, handle: ArrayHandle, owner: bool, array_type: type = np.ndarray):
+    ``SharedNDArray.create`` and ``SharedNDArray.copy_of`` make a segment this object owns;
+    ``SharedNDArray(handle)`` attaches to an existing one without owning it, as
+    ``SharedMemory(name)`` does (it never unlinks it). It pickles as such a non-owning reference to
+    the same segment, as ``SharedMemory`` pickles by name: passed to ``submit``, ``Process(args=...)``
+    or a queue, the other process attaches; the segment must still exist when it is unpickled.
+    """
+
+    def __init__(self, handle: ArrayHandle):
+        if not isinstance(handle, ArrayHandle):
+            raise TypeError(f"SharedNDArray() attaches to an ArrayHandle (another SharedNDArray's .handle); "
+                            f"got {type(handle).__name__}. To make one: SharedNDArray.create(shape, dtype) "
+                            "or SharedNDArray.copy_of(array).")
+        mapping = Mapping(handle.name, create_bytes=None)
+        try:
+            self._start(mapping, handle, owner=False)
+        except BaseException:
+            mapping.close()
+            raise
+
+    @classmethod
+    def _over(cls, mapping: Mapping, handle: ArrayHandle, owner: bool) -> SharedNDArray:
+        shared = cls.__new__(cls)
+        shared._start(mapping, handle, owner)
+        return shared
+
+    def _start(self, mapping: Mapping, handle: ArrayHandle, owner: bool) -> None:
         self._mapping = mapping
-        view = _view(mapping, handle)
-        self._array: np.ndarray | None = view if array_type is np.ndarray else view.view(array_type)
+        self._array: np.ndarray | None = _view(mapping, handle)
         self.handle = handle
         self.owner = owner
         self._unlinked = False
+        self._tracked = False  # registered with the resource tracker (create(track=True) sets it)
+
+    def __reduce__(self):
+        """A non-owning reference to the same segment (its handle): see the class docstring."""
+        return (SharedNDArray, (self.handle,))
 
     @classmethod
     def create(cls, shape: int | tuple[int, ...], dtype: DTypeLike = np.float64,
-               order: str = "C") -> SharedNDArray:
+               order: str = "C", track: bool = True) -> SharedNDArray:
         """A new segment holding an array of ``shape`` and ``dtype`` (contents zeroed).
 
-        Everything is checked before the segment exists (ValueError for a negative dimension or an
-        unknown order, TypeError for an object dtype, MemoryError when it does not fit), and a
-        failure after it exists unlinks it: a failed ``create`` leaves nothing in /dev/shm.
+        Everything is checked before the segment exists (ValueError for a negative dimension, a size
+        no segment can hold or an unknown order, TypeError for an object dtype, MemoryError when it
+        does not fit), and a failure after it exists unlinks it: a failed ``create`` leaves nothing
+        in /dev/shm. ``track`` as in Python 3.13's ``SharedMemory``: True, ``multiprocessing``'s
+        resource tracker unlinks the segment if this process ends without unlinking it; False, the
+        segment outlives this process until someone unlinks it (``sweep()`` does, once this process
+        is gone).
         """
-        shape = (shape,) if isinstance(shape, int | np.integer) else tuple(int(n) for n in shape)
+        shape = (shape,) if isinstance(shape, int | np.integer) else tuple(operator.index(n) for n in shape)
         if any(n < 0 for n in shape):
             raise ValueError(f"negative dimensions are not allowed: shape {shape}")
         dtype = np.dtype(dtype)
@@ -123,41 +186,47 @@ class SharedNDArray:
         if order not in ("C", "F"):
             raise ValueError(f"order must be 'C' or 'F', got {order!r}")
         strides = contiguous_strides(shape, dtype.itemsize, order)
-        n_bytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        n_bytes = array_bytes(shape, dtype.itemsize)
         segment_bytes = max(n_bytes, 1)  # POSIX segments cannot be empty
         check_room(segment_bytes)
         name = new_name()
         # Registered before it exists, so a kill at any moment after creation is covered: the
         # tracker unlinks the segment if this process dies without unlinking it.
-        resource_tracker.register("/" + name, "shared_memory")
+        if track:
+            resource_tracker.register("/" + name, "shared_memory")
         try:
             mapping = Mapping(name, create_bytes=segment_bytes)
         except BaseException:
-            resource_tracker.unregister("/" + name, "shared_memory")
+            if track:
+                resource_tracker.unregister("/" + name, "shared_memory")
             raise
         try:
-            return cls(mapping, ArrayHandle(name, shape, dtype, strides), owner=True)
+            shared = cls._over(mapping, ArrayHandle(name, shape, dtype, strides), owner=True)
         except BaseException:
             mapping.close()
             unlink(name)
-            resource_tracker.unregister("/" + name, "shared_memory")
+            if track:
+                resource_tracker.unregister("/" + name, "shared_memory")
             raise
+        shared._tracked = track
+        return shared
 
     @classmethod
-    def copy_of(cls, array: np.ndarray) -> SharedNDArray:
+    def copy_of(cls, array: np.ndarray, track: bool = True) -> SharedNDArray:
         """A new segment holding a copy of ``array`` (views are copied contiguous; F order kept).
 
         ``.array`` keeps an ndarray subclass's type (``np.recarray``, ``np.matrix``: a view of the
         segment as that type); ``attach(handle)`` in another process gives a plain ndarray of the same
         dtype. An ``np.memmap`` comes back a plain ndarray: the copy is in memory, not in its file.
         Raises TypeError for a masked array: a segment holds the values only, the mask would be lost.
+        ``track``: as for ``create``.
         """
         array = np.asanyarray(array)
         _refuse_masked(array, "SharedNDArray.copy_of()")
         refuse_objects(array.dtype)
         array_type = np.ndarray if isinstance(array, np.memmap) else type(array)
         order = "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
-        shared = cls.create(array.shape, array.dtype, order=order)
+        shared = cls.create(array.shape, array.dtype, order=order, track=track)
         try:
             np.copyto(shared.array, array, casting="no")
             if array_type is not np.ndarray:
@@ -199,7 +268,8 @@ class SharedNDArray:
             return
         self._unlinked = True
         unlink(self.handle.name)  # False: already removed (e.g. by sweep)
-        resource_tracker.unregister("/" + self.handle.name, "shared_memory")
+        if self._tracked:
+            resource_tracker.unregister("/" + self.handle.name, "shared_memory")
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         """``np.asarray(shared)``: the shared view itself (no copy), or a copy when asked for one."""
@@ -235,12 +305,7 @@ def attach(handle: ArrayHandle) -> Iterator[np.ndarray]:
     """
     if not isinstance(handle, ArrayHandle):
         raise TypeError(f"attach() takes an ArrayHandle (SharedNDArray.handle), got {type(handle).__name__}")
-    mapping = Mapping(handle.name, create_bytes=None)
-    try:
-        shared = SharedNDArray(mapping, handle, owner=False)
-    except BaseException:
-        mapping.close()
-        raise
+    shared = SharedNDArray(handle)
     try:
         yield shared.array
     finally:
@@ -263,98 +328,7 @@ def handle_of(array: np.ndarray) -> ArrayHandle | None:
     if found is None or array.dtype.hasobject:
         return None
     name, address = found
-    if not (SHM_DIR / name).exists():
+    if not segment_exists(name):
         return None  # unlinked: the memory is still mapped here, but no other process can attach it
     offset = array.ctypes.data - address
     return ArrayHandle(name, tuple(array.shape), array.dtype, tuple(array.strides), offset)
-
-
-MP_SEMAPHORE_PREFIX = "sem.mp-"  # multiprocessing's named semaphores (queues, locks), spawn and forkserver
-
-
-def sweep(everything: bool = False) -> list[str]:
-    """Remove our segments whose creating process is dead (all of ours if ``everything``), and
-    ``multiprocessing``'s named semaphores that no process has open any more.
-
-    Returns the names removed. Use it after a crash: a SIGKILLed owner cannot unlink, and when the
-    whole program was killed, its resource tracker (which would have unlinked both) died with it.
-    A segment made in another pid namespace that shares this /dev/shm (a container started with
-    ``--ipc=host``, a pod's containers) is left alone unless ``everything``: its creator's pid
-    means nothing here. A removed segment that this program's resource tracker knows of (a killed
-    worker's) is struck from its list, so it does not warn of a leak at exit.
-    Under spawn and forkserver every queue and lock of a pool is a ``sem.mp-*`` file in /dev/shm
-    with no owner in its name; one of this user's is an orphan when no process maps it
-    (``/proc/*/maps``). A process whose maps this user may not read is not one of a pool's (those
-    run as this user and are readable to it) and is not looked at, nor are processes /proc does
-    not show (another container sharing this /dev/shm): run ``sweep()`` where no such process uses
-    ``multiprocessing``'s semaphores, as after a crash on your own machine. A file this user may not remove
-    (another user's, in a shared sticky /dev/shm) is skipped, and one ``RuntimeWarning`` names every
-    file skipped so.
-    """
-    removed, not_allowed = [], []
-    here = pid_namespace()
-    for name in segment_names():
-        pid, namespace = creator_pid(name), creator_namespace(name)
-        if not everything and namespace is not None and namespace != here:
-            continue  # another pid namespace's: its creator cannot be looked up from here
-        if not everything and pid is not None and process_alive(pid):
-            continue
-        try:
-            if unlink(name):
-                removed.append(name)
-                forget_in_resource_tracker(name)
-        except PermissionError:
-            not_allowed.append(name)
-    for name in orphaned_semaphores():
-        try:
-            (SHM_DIR / name).unlink()
-            removed.append(name)
-        except FileNotFoundError:
-            pass
-        except PermissionError:
-            not_allowed.append(name)
-    if not_allowed:
-        warnings.warn(f"sweep() may not remove {len(not_allowed)} file(s) of another user, left in "
-                      f"place: {', '.join(not_allowed)}", RuntimeWarning, stacklevel=2)
-    return removed
-
-
-def orphaned_semaphores() -> list[str]:
-    """Names of this user's ``multiprocessing`` semaphores in /dev/shm that no process maps (empty
-    where /proc cannot tell)."""
-    candidates = {}
-    for path in SHM_DIR.glob(MP_SEMAPHORE_PREFIX + "*"):
-        try:
-            found = path.stat()
-        except FileNotFoundError:
-            continue
-        if found.st_uid == os.geteuid():
-            candidates[path.name] = (os.major(found.st_dev), os.minor(found.st_dev), found.st_ino)
-    if not candidates:
-        return []
-    mapped = _files_mapped_by_readable_processes()
-    if mapped is None:
-        return []
-    return sorted(name for name, file_id in candidates.items() if file_id not in mapped)
-
-
-def _files_mapped_by_readable_processes() -> set[tuple[int, int, int]] | None:
-    """(device major, minor, inode) of every file mapped now by a process whose ``/proc/<pid>/maps``
-    this user may read; None where there is no /proc. Inodes, not paths: glibc maps a new
-    semaphore under a temporary name, then renames it, so its path in the maps is not its name."""
-    try:
-        pids = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()]
-    except FileNotFoundError:
-        return None
-    mapped: set[tuple[int, int, int]] = set()
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/maps") as maps:
-                for line in maps:
-                    fields = line.split(None, 5)  # address, perms, offset, dev, inode, path
-                    if len(fields) == 6 and fields[4] != "0":
-                        major, minor = fields[3].split(":")
-                        mapped.add((int(major, 16), int(minor, 16), int(fields[4])))
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue  # it ended meanwhile, or it is not this user's to read
-    return mapped

@@ -31,7 +31,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sharedarrays._segments import OnceNotice, bottom_of, check_room, pickled_as_usual, refuse_objects, span
+from sharedarrays._segments import (
+    PLACEMENT_FAILURES,
+    OnceNotice,
+    bottom_of,
+    check_room,
+    pickled_as_usual,
+    refuse_objects,
+    span,
+)
 from sharedarrays.lent_segments import copy_into, rebuild_empty
 
 _NO_ROOM = OnceNotice()  # an array pickled for want of room in /dev/shm, said once per process
@@ -67,7 +75,11 @@ def reduce_with_torch(array: np.ndarray):
         check_room(array.nbytes)  # torch reserves no pages: a full /dev/shm would be SIGBUS at the copy
     except MemoryError:
         return pickled_as_usual(array, _NO_ROOM)
-    storage = torch.UntypedStorage._new_shared(array.nbytes)
+    try:
+        storage = torch.UntypedStorage._new_shared(array.nbytes)
+    except (*PLACEMENT_FAILURES, RuntimeError) as error:  # torch says "unable to open" as a RuntimeError
+        said = OSError(str(error)) if isinstance(error, RuntimeError) else error
+        return pickled_as_usual(array, _NO_ROOM, said)
     byte_tensor = _byte_tensor(storage)
     copy = copy_into(byte_tensor.numpy(), 0, array)
     return rebuild_from_torch, (byte_tensor, 0, copy.strides, *layout)

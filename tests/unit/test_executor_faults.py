@@ -154,7 +154,7 @@ DRIVER = r"""
         if fault == "group SIGKILL":
             wait_for(lambda: not alive_in_session(child.pid), 10)
             report["left_before_sweep"] = in_dev_shm()
-            sweep = subprocess.run([sys.executable, "-c", "from sharedarrays import sweep; print(sweep())"],
+            sweep = subprocess.run([sys.executable, "-m", "sharedarrays", "sweep", "--semaphores"],
                                    capture_output=True, text=True, timeout=20)
             report["swept"] = sweep.stdout.strip() + sweep.stderr.strip()
         stopped = time.monotonic()

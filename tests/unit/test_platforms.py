@@ -1,11 +1,12 @@
-"""On a platform without what the library needs (macOS: no os.posix_fallocate; Windows: no POSIX
-shared memory at all; a container without /dev/shm), it imports, then fails at the first use with an
-error that names what is missing, and leaves no segment behind; without /proc (macOS, FreeBSD,
-hardened containers) it works. Each platform is simulated in a fresh interpreter by taking
-the missing piece away: ``os.posix_fallocate`` before the library is imported; CPython's
-``_posixshmem`` from the library's one module that uses it (taking it out of ``sys.modules`` would
-also break the stdlib's resource tracker, which imports it on every POSIX system but not on
-Windows)."""
+"""On a platform without what the library needs (Windows: no POSIX shared memory at all; a Linux
+container without /dev/shm), it imports, then fails at the first use with an error that names what
+is missing, and leaves no segment behind. Without ``os.posix_fallocate`` (macOS) it works as
+``multiprocessing.shared_memory`` does there: segments sized by ``ftruncate``, not reserved (said
+once). Without /proc (macOS, FreeBSD, hardened containers) it works. Each platform is simulated in a
+fresh interpreter by taking the missing piece away: ``os.posix_fallocate`` before the library is
+imported; CPython's ``_posixshmem`` from the library's one module that uses it (taking it out of
+``sys.modules`` would also break the stdlib's resource tracker, which imports it on every POSIX
+system but not on Windows)."""
 
 import os
 import shutil
@@ -32,10 +33,18 @@ else:
     print("created a segment")
 """
 
+# The standard library's own modules that import fcntl on POSIX (and not on Windows) are imported
+# first; then fcntl is taken away, so that the library's own import of it fails as on Windows.
+STDLIB_FIRST = "import concurrent.futures.process, multiprocessing.connection, subprocess"
+
 PLATFORMS = {
-    "no posix_fallocate (macOS)": ("del os.posix_fallocate", "", "os.posix_fallocate"),
-    "no POSIX shared memory (Windows)": (
-        "", "import sharedarrays._segments as core; core._posixshmem = None", "POSIX shared memory"),
+    # Windows: no fcntl and no os.register_at_fork, taken away before the import (the library must
+    # import without them); no POSIX shared memory, taken from the library's module after it
+    "no POSIX shared memory, fcntl or fork hooks (Windows)": (
+        f"{STDLIB_FIRST}; sys.modules['fcntl'] = None; del os.register_at_fork",
+        "import sharedarrays._names as names; names._posixshmem = None",
+        "POSIX shared memory"),
+    "no fcntl": (f"{STDLIB_FIRST}; sys.modules['fcntl'] = None", "", "file locks (fcntl)"),
 }
 
 
@@ -54,6 +63,38 @@ def test_a_missing_piece_is_named_at_first_use_and_nothing_is_left(platform):
     assert run.stdout.startswith("refused:"), run.stdout
     assert named in run.stdout and "tested on Linux only" in run.stdout
     assert "AttributeError" not in run.stdout + run.stderr
+    assert _ours() == before
+
+
+NO_FALLOCATE_PROGRAM = """
+import logging, multiprocessing as mp, os, sys
+del os.posix_fallocate  # macOS has none
+logging.basicConfig(format="notice: %(message)s")
+import numpy as np
+from sharedarrays import SharedMemoryExecutor, SharedNDArray, attach, handle_of
+array = np.arange(1 << 18, dtype=np.float64)
+with SharedNDArray.copy_of(array) as shared, SharedNDArray.create(1000) as second:
+    assert np.array_equal(shared.array, array) and not second.array.any()
+    assert os.fstat(os.open("/dev/shm/" + shared.name, os.O_RDONLY)).st_size == array.nbytes
+    with attach(handle_of(shared.array)) as view:
+        assert np.array_equal(view, array)
+    with SharedMemoryExecutor(2, mp.get_context(sys.argv[1])) as executor:
+        assert executor.submit(np.sum, shared.array).result() == array.sum()
+        assert np.array_equal(executor.submit(np.negative, array).result(), -array)
+print("worked without posix_fallocate")
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+@pytest.mark.timeout(120)
+def test_without_posix_fallocate_segments_are_sized_as_the_stdlib_does_and_it_says_so_once(method):
+    before = _ours()
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(NO_FALLOCATE_PROGRAM), method],
+                         capture_output=True, text=True, timeout=100)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "worked without posix_fallocate" in run.stdout
+    notices = [line for line in run.stderr.splitlines() if "no os.posix_fallocate" in line]
+    assert len(notices) == 1 and "ftruncate" in notices[0], run.stderr[-3000:]
     assert _ours() == before
 
 

@@ -369,7 +369,7 @@ def test_sweep_spares_multiprocessing_semaphores_a_live_process_maps():
     name = "sem." + lock._semlock.name.lstrip("/")
     try:
         assert (SHM_DIR / name).exists()
-        assert name not in sweep() and (SHM_DIR / name).exists()
+        assert name not in sweep(semaphores=True) and (SHM_DIR / name).exists()
     finally:
         del lock
         gc.collect()
