@@ -133,14 +133,19 @@ def _prompts(page) -> list[str]:
 
 
 def _wait_until_every_cell_ran(page, n_code_cells: int) -> None:
-    """Every code cell shows [n] (none queued [*] or unrun [ ]) and the kernel is idle."""
+    """Every code cell shows [n] (none queued [*] or unrun [ ]) and the kernel is idle; or Run All
+    stopped at an error (a traceback shown, nothing queued, the kernel idle): the caller fails then,
+    without waiting out the hang guard."""
     page.wait_for_function(
         """(n) => {
             const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
                 .map(p => p.innerText.trim());
             const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
             const idle = !indicator || indicator.getAttribute('data-status') === 'idle';
-            return prompts.length === n && prompts.every(p => /^\\[\\d+\\]:$/.test(p)) && idle;
+            const stderr = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']";
+            const stopped = [...document.querySelectorAll(stderr)].some(e => /Traceback/.test(e.innerText))
+                && !prompts.includes('[*]:');
+            return prompts.length === n && idle && (prompts.every(p => /^\\[\\d+\\]:$/.test(p)) || stopped);
         }""",
         arg=n_code_cells, timeout=RUN_SECONDS * 1000, polling=500)
 
@@ -189,10 +194,12 @@ def test_the_lesson_runs_in_jupyterlab_without_errors(lab, browser, name):
         except playwright_api.TimeoutError:
             pytest.fail(f"{name}: not every cell ran within {RUN_SECONDS} s; prompts {_prompts(page)}, "
                         f"errors shown {_errors_on(page)}")
-        if "showdown" in name:
-            _use_the_showdown_panel(page)
         errors = _errors_on(page)
         assert not errors, f"{name} showed errors in JupyterLab: {errors}"
+        if "showdown" in name:
+            _use_the_showdown_panel(page)
+            errors = _errors_on(page)
+            assert not errors, f"{name} showed errors in JupyterLab: {errors}"
         assert all(PROMPT.match(prompt) for prompt in _prompts(page))
     finally:
         page.screenshot(path=str(SCREENSHOTS / f"{Path(name).stem}.png"), full_page=True)

@@ -194,7 +194,7 @@ def test_the_showdown_runs_twice_in_one_process_which_never_runs_ray_and_forks_o
     strategies fork here both times, the Ray strategies run in a spawned process of their own. The
     second run is of the fork strategies alone: what it must show is that this process still forks
     after Ray ran beside it (a second Ray start-up, about half a minute, would show nothing more;
-    test_widgets runs the panel's own second run with Ray in it)."""
+    test_strategies starts Ray in a child of the pytest process several times over)."""
     ray_imported = "ray" in sys.modules
     children_before = {child.pid for child in psutil.Process().children(recursive=True)}
     array = np.random.default_rng(13).random(SHOWDOWN_BYTES // 8)

@@ -55,20 +55,23 @@ def test_clicking_run_measures_draws_both_plots_and_leaves_nothing_behind():
 @pytest.mark.timeout(600)
 def test_a_second_run_after_ray_still_forks_because_ray_never_runs_in_the_kernel():
     """Issue 13: Ray ran in the first run; the second run's fork_cow forks the same process. Ray runs
-    in a spawned process of its own, so the fork is safe and runs (not skipped)."""
+    in a spawned process of its own, so the fork is safe and runs (not skipped). The learner unticks
+    Ray for the second run: a second Ray start-up (half a minute) would show nothing more."""
     before = leftovers.snapshot()
     panel = widgets.ShowdownPanel(names=["ray_object_store", "fork_cow"])
     panel.size.value = widgets.SMALLEST_BYTES
     panel.workers.value = 2
-    for run in range(2):
+    for run, names in enumerate((("ray_object_store", "fork_cow"), ("fork_cow",))):
+        panel.strategies.value = names
         panel.run_button.click()
         assert panel.wait(timeout=280), f"run {run + 1} did not end within 280 s"
         assert panel.error is None, panel.status.value
         by_name = {result.name: result for result in panel.results}
+        assert list(by_name) == list(names)
         assert by_name["fork_cow"].skipped is None and by_name["fork_cow"].fan_out.median > 0
-        if ray_session.ray_installed() is None:
+        if "ray_object_store" in names and ray_session.ray_installed() is None:
             assert by_name["ray_object_store"].skipped is None, by_name["ray_object_store"].skipped
-        assert "2 ran" in panel.status.value or ray_session.ray_installed() is not None
+            assert "2 ran" in panel.status.value
     assert not ray_session.ray_has_run()
     assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
     assert not mp.active_children()
