@@ -116,9 +116,11 @@ test-browser: $(INSTALLED)
 
 # The lessons' two runs side by side, each leaving most of a CPU the other uses: the Binder-path run
 # (one CPU, in a namespace of its own), then the site's test (in one too: Chromium's files in /dev/shm);
-# and, here, nbval, then ALONGSIDE_BROWSER (.ci/run: every lesson again with forkserver on Python 3.13).
+# and, here, nbval, then ALONGSIDE_BROWSER (e.g. every lesson again with forkserver on Python 3.13).
 # The first lane's output is kept in build/test-browser-and-site.log and printed when both are done;
-# the stage fails if either failed.
+# the stage fails if either failed. Not part of make test: beside each other, the lessons' timing
+# checks failed once in two runs (lesson 08: a warm memcpy timed at 11 ms where it takes 2-3 ms
+# alone), so make test runs them one after the other until those checks hold there too.
 ALONGSIDE_BROWSER ?= true
 test-lessons: $(INSTALLED)
 	@mkdir -p build; { $(MAKE) --no-print-directory test-browser && tools/own_namespace \
@@ -142,11 +144,10 @@ test-site: $(INSTALLED)
 	test -x $(CHROMIUM) || { apt-get update && apt-get install -y chromium; }
 	LAB_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/site
 
-# test-binder and test-forkserver are not repeated here: test-browser (in test-lessons) is the
-# Binder-sized run (with every kernel left running), and .ci/run runs the lessons with forkserver on
-# Python 3.13 beside it (ALONGSIDE_BROWSER).
+# test-binder and test-forkserver are not repeated here: test-browser is the Binder-sized run (with
+# every kernel left running), and .ci/run runs the lessons with forkserver on Python 3.13 after it.
 # Each stage runs in turn and prints its time (CI's budget is 40 minutes); the first failure stops.
-TEST_STAGES := setup lint unit before-timed bench-check test-lessons
+TEST_STAGES := setup lint unit before-timed bench-check test-notebooks test-browser test-site
 test:
 	@started=$$(date +%s); for stage in $(TEST_STAGES); do stage_start=$$(date +%s); \
 		$(MAKE) --no-print-directory $$stage || { echo "== make $$stage failed after $$(( $$(date +%s) - stage_start )) s"; exit 1; }; \
