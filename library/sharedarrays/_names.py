@@ -141,8 +141,7 @@ def shm_open(name: str, flags: int, mode: int = OWNER_ONLY) -> int:
 
 def open_existing(name: str) -> int:
     """A read-write file descriptor of existing segment ``name`` (FileNotFoundError if it is gone)."""
-    require_posix_shared_memory()
-    return _posixshmem.shm_open("/" + name, os.O_RDWR, 0)
+    return shm_open(name, os.O_RDWR, 0)
 
 
 def unlink(name: str) -> bool:

@@ -123,7 +123,7 @@ class _Fallbacks:
             return
         with self._lock:
             self.count += n_arrays
-        if self.reason is None or self.reason == placement_failure(MemoryError()):
+        if self.reason is None:
             self._notice.say(
                 f"SharedMemoryExecutor: /dev/shm had no room for {n_arrays} big array(s) of a call or its "
                 "result, so they were pickled through the pipe as ProcessPoolExecutor does (slower, same "
@@ -346,7 +346,8 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         except PLACEMENT_FAILURES as error:  # no room, or no new segment: pickle it, as the stdlib does
             if not pickling_fits(array.nbytes):  # RAM cannot hold it pickled either: nor could the stdlib
                 raise too_big_to_pickle(array.nbytes, "an argument array") from None
-            self._fallbacks.reason = self._fallbacks.reason or placement_failure(error)
+            if not isinstance(error, MemoryError):  # want of room has its own, older notice
+                self._fallbacks.reason = self._fallbacks.reason or placement_failure(error)
             return None
         root = np.frombuffer(lease.shared.mapped_buffer(), np.uint8)
         hold_segment(lease.name, root, first=True)
