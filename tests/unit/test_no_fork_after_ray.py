@@ -11,18 +11,16 @@ entries and temp folders left behind.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import psutil
 import pytest
+from every_strategy import forks_recorded
 
 from helpers.bench import showdown, strategies
 from helpers.lessons import fork_copy_on_write, ray_session
@@ -35,10 +33,6 @@ ROUNDS = 3
 SHOWDOWN_BYTES = 4 * MiB
 N_WORKERS = 2
 FORK_NAMES = [name for name, s in strategies.STRATEGIES.items() if s.start_method == "fork"]
-# The showdown test runs what matters to it (the other strategies neither fork nor start Ray): every
-# fork-started strategy, one spawned for contrast, and those that run in a process of their own.
-SHOWDOWN_NAMES = [name for name in strategies.NAMES
-                  if name in FORK_NAMES or name == "pickle" or name.startswith(("ray_", "dask"))]
 needs_fork = pytest.mark.skipif(not fork_copy_on_write.has_fork(), reason="this platform cannot fork")
 needs_ray = pytest.mark.skipif(ray_session.ray_installed() is not None,
                                reason=str(ray_session.ray_installed()))
@@ -126,35 +120,6 @@ def run_script(code: str, *args: str) -> dict:
     return json.loads(lines[-1][len(FACTS):])
 
 
-class _ForkRecord:
-    """Forks of this process while ``forks_recorded`` is on: whether Ray had run here at each."""
-
-    forks: list[bool] | None = None
-    hooked = False
-
-
-_record = _ForkRecord()
-
-
-def _note_fork() -> None:
-    if _record.forks is not None:
-        _record.forks.append(ray_session.ray_has_run())
-
-
-@contextlib.contextmanager
-def forks_recorded() -> Iterator[list[bool]]:
-    """For the block: one entry per ``os.fork`` of this process (a fork-started pool's workers; not a
-    spawn, which starts a fresh interpreter), True if Ray had run here by then."""
-    if not _record.hooked:
-        os.register_at_fork(before=_note_fork)  # stays registered; records only inside the block
-        _record.hooked = True
-    _record.forks = []
-    try:
-        yield _record.forks
-    finally:
-        _record.forks = None
-
-
 @needs_fork
 @needs_ray
 @pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
@@ -189,28 +154,32 @@ def test_the_refusal_says_what_to_do():
 @pytest.mark.default_python_only
 @needs_fork
 @pytest.mark.timeout(900)
-def test_the_showdown_runs_twice_in_one_process_which_never_runs_ray_and_forks_only_before_it():
-    """Lesson 11's showdown, then a second one in this process (the panel's second run): the fork
-    strategies fork here both times, the Ray strategies run in a spawned process of their own. The
-    second run is of the fork strategies alone: what it must show is that this process still forks
-    after Ray ran beside it (a second Ray start-up, about half a minute, would show nothing more;
-    test_strategies starts Ray in a child of the pytest process several times over)."""
+def test_every_strategy_then_the_showdown_run_in_one_process_which_never_runs_ray_and_forks_only_before_it(
+        every_strategy_run):
+    """Every strategy as the benchmark runs them (the run test_strategies checks, shared: Ray's
+    strategies start Ray twice in a spawned process of their own, Dask a cluster), then lesson 11's
+    showdown of the fork strategies in this process (the panel's second run): the fork strategies
+    fork here both times, Ray never runs here. The second run is of the fork strategies alone: what it
+    must show is that this process still forks after Ray ran beside it (test_widgets runs the panel's
+    showdown with Ray, then again)."""
     ray_imported = "ray" in sys.modules
     children_before = {child.pid for child in psutil.Process().children(recursive=True)}
+    first = every_strategy_run
     array = np.random.default_rng(13).random(SHOWDOWN_BYTES // 8)
     with forks_recorded() as forks:
-        rounds = [(names, showdown.run_showdown(names, array, N_WORKERS, repeat=1))
-                  for names in (SHOWDOWN_NAMES, FORK_NAMES)]
-    for names, results in rounds:
-        by_name = {result.name: result for result in results}
-        assert list(by_name) == names
+        second = showdown.run_showdown(FORK_NAMES, array, N_WORKERS, repeat=1)
+        forks = list(forks)
+    for results in (first.results, {result.name: result for result in second}):
         for name in FORK_NAMES:
-            assert by_name[name].skipped is None and by_name[name].fan_out.median > 0, by_name[name].skipped
-        if ray_session.ray_installed() is None and names is SHOWDOWN_NAMES:
-            for name in ("ray_by_value", "ray_object_store"):
-                assert by_name[name].skipped is None, by_name[name].skipped
-            assert by_name["ray_by_value"].object_store_bytes >= SHOWDOWN_BYTES  # measured there
-    assert forks and not any(forks)  # this process forked, each time with no Ray having run here
+            assert results[name].skipped is None and results[name].fan_out.median > 0, results[name].skipped
+    assert [result.name for result in second] == FORK_NAMES
+    if ray_session.ray_installed() is None:
+        for name in ("ray_by_value", "ray_object_store"):
+            # Ray ran beside this process (or its start-up timed out there: test_strategies reruns it)
+            skipped = first.results[name].skipped
+            assert skipped is None or skipped.startswith("failed here"), skipped
+    for run_forks in (first.forks, forks):
+        assert run_forks and not any(run_forks)  # this process forked, each time with no Ray having run here
     assert not ray_session.ray_has_run()
     assert ("ray" in sys.modules) == ray_imported  # the showdown did not even import Ray here
     assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()

@@ -21,24 +21,21 @@ import time
 import numpy as np
 import psutil
 import pytest
+from every_strategy import ARRAY_BYTES, N_WORKERS
 
 from helpers.bench import strategies
 from helpers.lessons import ray_session
 from helpers.measure.units import MiB
 
-ARRAY_BYTES = 8 * MiB
-N_WORKERS = 2
 RUNS_TIMEOUT = 420  # seconds for the tests that use ``runs`` (the first one runs every strategy)
 
 
 @pytest.fixture(scope="module")
-def runs():
-    """Every strategy once at 8 MiB, 2 workers, one timed run each (about a minute in all)."""
-    array = np.random.default_rng(0).random(ARRAY_BYTES // 8)
-    calls: list[tuple[str, int, int]] = []
-    results = strategies.run_all(strategies.NAMES, array, N_WORKERS, repeat=1,
-                                 progress=lambda *call: calls.append(call))
-    return {result.name: result for result in results}, calls, psutil.Process().children(recursive=True)
+def runs(every_strategy_run):
+    """Every strategy once at 8 MiB, 2 workers, one timed run each (about a minute and a half): the run
+    tests/unit/every_strategy.py makes once for this module and test_no_fork_after_ray."""
+    run = every_strategy_run
+    return run.results, run.progress_calls, run.children_after
 
 
 def ray_runs_here() -> bool:
