@@ -46,6 +46,14 @@ Also by design, a call or a result that raises (or calls ``sys.exit``) while it 
 its own future, where the stdlib's whole pool breaks (``BrokenProcessPool``): both are unpickled
 inside the task here.
 
+A call that cannot be pickled fails its own future with the error the stdlib gives (the same
+exception, its traceback as the ``__cause__``), but never through the stdlib's path for it: there,
+a ``shutdown(wait=False)`` at the same moment can deadlock the pool's threads and leave the
+future pending forever (CPython gh-125451, fixed in 3.12.8 and 3.13.1, not in 3.11; gh-116685 with
+``cancel_futures=True``). Here the call is pickled when the pool's feeder thread pickles the task;
+if that raises, the task settles the caller's future itself and the feeder sends a no-op in its
+place, so nothing the stdlib does meanwhile can keep the future pending.
+
 No segment outlives its use: leases are returned and per-task result segments unlinked in the
 future's done callback, which runs after success, an exception, cancellation, ``shutdown`` with
 pending work and a broken pool alike; every segment is registered with the resource tracker
@@ -56,13 +64,14 @@ once orphaned, so the tracker is not kept waiting).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import traceback
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool, _RemoteTraceback
 from multiprocessing import resource_tracker
 from multiprocessing.context import BaseContext
 from typing import Any, TypeVar
@@ -146,11 +155,31 @@ class _Task:
         self.adopted = False  # the parent mapped and unlinked the worker's result segment
         self.roots: dict[str, np.ndarray] = {}  # segment name -> array over its whole mapping
         self.fallbacks = 0  # big arguments pickled for want of shared memory
+        self.outer: _SharedFuture | None = None  # the caller's future
+        self.unsent = False  # the call could not be pickled: its future was failed here
 
     def __reduce__(self):
-        """Pickled when the call is queued to a worker: that is when arrays are put in shared memory."""
-        packed = self.executor._pack(self.call, self)
+        """Pickled when the call is queued to a worker (in the pool's feeder thread): that is when
+        arrays are put in shared memory. Never raises: a call that cannot be pickled fails the
+        caller's future here, and a no-op goes to the worker in its place (module docstring)."""
+        try:
+            packed = self.executor._pack(self.call, self)
+        except Exception as error:  # what the stdlib's feeder would catch
+            self.fail_unsent(error)
+            packed = None
         return (payload, (packed, self.result_name, self.executor.min_shared_bytes))
+
+    def fail_unsent(self, error: Exception) -> None:
+        """Settle the caller's future with ``error`` as the stdlib's feeder does (its traceback as
+        the cause, as text), its frames cleared: they hold the call's arrays."""
+        lines = traceback.format_exception(type(error), error, error.__traceback__)
+        error.__cause__ = _RemoteTraceback('\n"""\n{}"""'.format("".join(lines)))
+        traceback.clear_frames(error.__traceback__)
+        self.unsent = True
+        outer = self.outer
+        if outer is not None:
+            with contextlib.suppress(InvalidStateError):  # cancelled meanwhile: nothing to tell
+                outer.set_exception(error.with_traceback(None))
 
     def finish(self, answered: bool = False) -> None:
         """Drop this task's hold on its segments; unlink a result segment nobody adopted. ``answered``:
@@ -165,7 +194,7 @@ class _Task:
 class _SharedFuture(Future):
     """The caller's future: settled from the worker's future once results are unpacked."""
 
-    def __init__(self, inner: Future):
+    def __init__(self, inner: Future | None = None):
         super().__init__()
         self._inner = inner
 
@@ -216,6 +245,8 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         task = _Task(self, fn, args, kwargs)
+        # The caller's future exists before the pool may pickle the task (which may fail it).
+        outer = task.outer = _SharedFuture()
         # Counted before the pool can see it: a shutdown() from another thread between the two
         # would otherwise find nothing outstanding and close the segment pool under the queued task.
         with self._count_lock:
@@ -226,7 +257,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             task.finish()
             self._task_over()
             raise
-        outer = _SharedFuture(inner)
+        outer._inner = inner
         # The stdlib may keep ``inner`` and its callbacks after shutdown (Python 3.11 keeps every
         # work item of shutdown(cancel_futures=True)), so the callback lets go of the caller's
         # future, and with it the result's segments, as soon as it has run.
@@ -255,7 +286,8 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         then settle the caller's future (so a caller that submits again finds them back in the pool).
         Whatever goes wrong here settles the caller's future with that error: it is never left pending."""
         try:
-            value, error = self._outcome(outer, task, inner)
+            # a call that could not be sent settled its future then; the no-op's outcome says nothing
+            value, error = (None, None) if task.unsent else self._outcome(outer, task, inner)
         except BaseException as unexpected:
             value, error = None, unexpected
         if error is not None:
@@ -273,6 +305,9 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         except BaseException as close_error:
             value, error = None, error or close_error
         outer._inner = None  # break the cycle outer -> inner -> callback -> outer (it holds the result)
+        task.outer = None
+        if task.unsent:  # its future was failed when the call could not be pickled
+            return
         if inner.cancelled():
             Future.cancel(outer)
             outer.set_running_or_notify_cancel()

@@ -72,6 +72,8 @@ def run_in_worker(payload: tuple[Packed, str, int]) -> Packed:
     unless the function kept an argument: then this worker still counts as its holder.
     """
     packed, result_name, min_shared_bytes = payload
+    if packed is None:  # the parent could not pickle the call and has failed its future: nothing to run
+        return None
     with WorkerSide() as side:
         try:
             return call_in_worker(side, packed, result_name, min_shared_bytes)
