@@ -154,3 +154,9 @@ class BreaksWhenUnpickled:
 def return_breaking(how: str) -> BreaksWhenUnpickled:
     """A result that breaks while the parent unpickles it."""
     return BreaksWhenUnpickled(how)
+
+
+def sleep_and_print(seconds: float, message: str) -> None:
+    """CPython's test_shutdown helper: print ``message`` after ``seconds`` (a task still running at exit)."""
+    time.sleep(seconds)
+    print(message, flush=True)
