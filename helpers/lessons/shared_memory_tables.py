@@ -92,9 +92,10 @@ def time_table_fan_outs(context, n_workers: int, n_rows: int, repeat: int = 3
 
 def post_versions(pickled_bytes: float, pickled_objects: float, shared: float,
                   traced: float | None) -> str:
-    """Markdown on the shared-memory post's two versions, from the fan-out medians (seconds): its
-    code today (``'S6'``, our bytes row) and its first version (text as objects, our strings row),
-    which of them gives a factor of tens, and what tracemalloc on cost the strings' way."""
+    """Markdown on the shared-memory post's two versions, from the fan-out times (seconds; the
+    lesson passes the fastest call of each): its code today (``'S6'``, our bytes row) and its first
+    version (text as objects, our strings row), which of them gives a factor of tens, and what
+    tracemalloc on cost the strings' way."""
     def faster(pickled: float) -> str:
         if pickled >= shared:
             return f"shared memory was {about(pickled / shared)}× as fast as pickling"
