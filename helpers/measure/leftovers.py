@@ -9,6 +9,7 @@ run it without the virtual environment.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import tempfile
@@ -90,3 +91,18 @@ def remove_ours() -> list[Path]:
         warnings.warn(f"may not remove {len(not_allowed)} entr(y/ies) of another user, left in place: "
                       f"{', '.join(not_allowed)}", RuntimeWarning, stacklevel=2)
     return removed
+
+
+# multiprocessing's own temp folders (``multiprocessing.util.get_temp_dir``): a process that starts a
+# forkserver, a manager or a listener makes one for its socket and removes it in its exit handlers.
+# A process killed with SIGKILL never runs them and leaves its folder behind.
+MULTIPROCESSING_TEMP_PREFIX = "pymp-"
+
+
+def multiprocessing_temp_dirs() -> set[str]:
+    """Paths of the ``pymp-*`` folders now in the temp folder, whoever made them, except this
+    process's own, which its exit handlers remove after any check could run."""
+    own = multiprocessing.process.current_process()._config.get("tempdir")  # set by get_temp_dir
+    folder = temp_dir()
+    return {str(folder / name) for name in _entries(folder)
+            if name.startswith(MULTIPROCESSING_TEMP_PREFIX) and str(folder / name) != own}

@@ -84,7 +84,7 @@ PROGRAM = """
 """
 
 DRIVER = r"""
-    import json, os, queue, signal, subprocess, sys, threading, time
+    import json, os, queue, shutil, signal, subprocess, sys, tempfile, threading, time
     import psutil
 
     fault, method, program = sys.argv[1:]
@@ -114,9 +114,12 @@ DRIVER = r"""
     def ctrl_c_reaches_it():
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # even where this driver inherited it ignored
 
+    # The program's temp folder, to see what it leaves there (multiprocessing's pymp-* folders)
+    program_temp = tempfile.mkdtemp(prefix="sal-fault-temp-")
     child = subprocess.Popen([sys.executable, "-c", program, fault, method], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True, preexec_fn=ctrl_c_reaches_it)
+                             start_new_session=True, preexec_fn=ctrl_c_reaches_it,
+                             env={**os.environ, "TMPDIR": program_temp})
     lines, stdout, stderr = queue.Queue(), [], []
 
     def read_stdout():
@@ -179,6 +182,8 @@ DRIVER = r"""
         child.wait()
         for reader in readers:
             reader.join(timeout=5)
+        report["temp_left"] = sorted(os.listdir(program_temp))
+        shutil.rmtree(program_temp, ignore_errors=True)
         report["stdout"] = stdout
         report["stderr"] = "".join(stderr)[-3000:]
         report["seconds"] = round(time.monotonic() - began, 2)
@@ -199,10 +204,16 @@ def run_fault(fault: str, method: str, shm_size: str) -> dict:
     return report
 
 
-def assert_nothing_left(report: dict) -> None:
+def assert_nothing_left(report: dict, killed: bool = False) -> None:
+    """Nothing in /dev/shm, no process of the program's session, nothing in its temp folder but,
+    where the program was SIGKILLed (``killed``), multiprocessing's own folder for its forkserver's
+    socket: a killed process never runs the exit handler that removes it (ProcessPoolExecutor leaves
+    the same), and the driver removes it."""
     assert any(name.startswith("sal_") for name in report["at_fault"]), report  # the fault hit segments
     assert report["alive"] == [], report
     assert report["left"] == [], report
+    stdlib_folders = [name for name in report["temp_left"] if name.startswith("pymp-")] if killed else []
+    assert report["temp_left"] == stdlib_folders, report
 
 
 def program_report(report: dict) -> dict:
@@ -248,7 +259,7 @@ def test_a_program_killed_or_interrupted_mid_task_leaves_nothing_within_seconds(
         assert report["returncode"] != 0 and "KeyboardInterrupt" in report["stderr"], report
     else:
         assert report["returncode"] == -9, report
-    assert_nothing_left(report)
+    assert_nothing_left(report, killed=fault == "parent SIGKILL")
 
 
 @needs_private_tmpfs
@@ -260,4 +271,4 @@ def test_a_killed_process_group_leaves_nothing_once_a_fresh_process_sweeps(metho
     assert report["returncode"] == -9, report
     assert any(name.startswith("sal_") for name in report["left_before_sweep"]), report  # no one else did
     assert "sal_" in report["swept"], report
-    assert_nothing_left(report)
+    assert_nothing_left(report, killed=True)

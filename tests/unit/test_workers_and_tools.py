@@ -40,6 +40,35 @@ def test_a_new_segment_is_reported_until_it_is_unlinked():
     assert leftovers.new_since(before) == []
 
 
+KILLED_WITH_A_FORKSERVER = """
+import multiprocessing as mp, os, signal, sys
+context = mp.get_context("forkserver")
+with context.Pool(1) as pool:
+    pool.apply(abs, (-1,))
+print(mp.util.get_temp_dir(), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # no exit handlers: the folder of the forkserver's socket stays
+"""
+
+
+def test_a_killed_process_leaves_its_multiprocessing_folder_and_the_check_sees_it():
+    import shutil
+    import subprocess
+    import sys
+
+    before = leftovers.multiprocessing_temp_dirs()
+    killed = subprocess.run([sys.executable, "-c", KILLED_WITH_A_FORKSERVER], capture_output=True,
+                            text=True, timeout=60)
+    left = killed.stdout.strip()
+    try:
+        assert killed.returncode == -9 and left.startswith(str(leftovers.temp_dir()))
+        assert leftovers.multiprocessing_temp_dirs() - before == {left}
+    finally:
+        shutil.rmtree(left, ignore_errors=True)
+    own = mp.util.get_temp_dir()  # this process's own folder goes with its exit handlers: not counted
+    assert own not in leftovers.multiprocessing_temp_dirs()
+    assert leftovers.multiprocessing_temp_dirs() - before == set()
+
+
 def test_remove_ours_removes_only_prefixed_entries(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
