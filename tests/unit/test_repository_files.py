@@ -196,9 +196,14 @@ def test_every_workflow_step_runs_what_ci_runs_here():
 
 def test_ci_runs_make_test_with_all_its_stages_and_the_other_pythons_targets():
     targets = ci_run_targets(_ci_run(), _makefile())
-    assert {"test", "setup", "unit", "test-forkserver"} <= targets
+    assert {"test", "setup", "unit"} <= targets
     assert set(make_test_stages(_makefile())) <= targets
-    assert {"test-notebooks", "test-browser", "test-site"} <= targets  # make test-lessons runs them
+    assert {"test-notebooks", "test-browser", "test-site"} <= targets  # test-browser-and-site runs two
+    # make test's nbval pass is CI's forkserver pass, on Python 3.13
+    assert re.search(r"\(NOTEBOOK_VENV=\.venv-3\.13 NOTEBOOK_START_METHOD=forkserver\)", _ci_run())
+    in_both_branches = ('make test BEFORE_TIMED="bash $logs/wait-for-others" "${notebooks_on_313[@]}"',
+                        'make test "${notebooks_on_313[@]}"')
+    assert [_ci_run().count(call) for call in in_both_branches] == [1, 1]
     assert not targets & WEEKLY_ARTIFACT_TARGETS, "make bench or notebooks in .ci/run: no exception needed"
 
 
