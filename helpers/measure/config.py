@@ -11,7 +11,7 @@ import multiprocessing
 import os
 from dataclasses import dataclass
 
-from helpers.measure import system
+from helpers.measure import kernel_exit, system
 from helpers.measure.units import MiB
 
 DEFAULT_CAP_BYTES = 128 * MiB  # keeps every lesson under a minute on a laptop
@@ -120,7 +120,11 @@ def knobs(array_mib: float | None = None, workers: int | None = None, method: st
     A size chosen here or in ``LAB_ARRAY_MB`` is checked against this machine before the lesson
     writes anything: ValueError, in one line, when the array, ``workers`` + 4 copies of it, would
     not fit in the available RAM, or ``shm_copies`` of it in the free ``/dev/shm``.
+
+    The lesson's kernel also ends through its exit handlers when JupyterLab shuts it down
+    (``kernel_exit.exit_normally_on_sigterm``), so it leaves no multiprocessing folder behind.
     """
+    kernel_exit.exit_normally_on_sigterm()
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers must be a whole number of at least 1, got {workers!r}")
     count = workers if workers is not None else n_workers()

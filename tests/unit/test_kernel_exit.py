@@ -1,0 +1,71 @@
+"""A lesson's kernel that JupyterLab shuts down ends through its exit handlers (helpers.measure.kernel_exit):
+a real kernel, a real forkserver, the same shutdown request JupyterLab sends."""
+
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from jupyter_client.manager import KernelManager
+
+from helpers.measure import leftovers
+
+USES_A_FORKSERVER = """
+import multiprocessing as mp
+from helpers.measure import config
+{install}
+with mp.get_context("forkserver").Pool(1) as pool:
+    pool.apply(abs, (-1,))
+print(mp.util.get_temp_dir())
+"""
+
+
+def _run_then_shut_down(code: str) -> str:
+    """Run ``code`` in a new kernel, shut the kernel down as JupyterLab does; what it printed."""
+    manager = KernelManager(kernel_name="python3")
+    manager.start_kernel()
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        printed: list[str] = []
+        reply = client.execute_interactive(code, timeout=60, output_hook=lambda message: printed.append(
+            message["content"].get("text", "")) if message["msg_type"] == "stream" else None)
+        assert reply["content"]["status"] == "ok", reply["content"]
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=False)  # a shutdown request, SIGTERM after 2.5 s, SIGKILL after 5 s
+    return "".join(printed).strip()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("installed", [True, False], ids=["knobs cell", "without it"])
+def test_a_shut_down_kernel_removes_its_forkserver_folder_once_a_lesson_set_its_knobs(installed):
+    before = leftovers.multiprocessing_temp_dirs()
+    install = 'config.knobs(default_method="forkserver")' if installed else ""
+    folder = _run_then_shut_down(textwrap.dedent(USES_A_FORKSERVER.format(install=install)))
+    left = leftovers.multiprocessing_temp_dirs() - before
+    shutil.rmtree(folder, ignore_errors=True)  # what the kernel left without the handler
+    assert folder.startswith(str(leftovers.temp_dir()))
+    assert left == (set() if installed else {folder})
+
+
+FORKED_CHILD = """
+import os, signal, sys
+from helpers.measure import kernel_exit
+assert kernel_exit.exit_normally_on_sigterm()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL else 1)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status), flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+
+def test_sigterm_exits_through_systemexit_here_and_keeps_its_default_in_a_forked_child():
+    done = subprocess.run([sys.executable, "-c", FORKED_CHILD], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "child 0", done.stderr
+    assert done.returncode == 128 + signal.SIGTERM  # sys.exit(143), not killed by the signal (-15)
