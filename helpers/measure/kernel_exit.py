@@ -41,7 +41,8 @@ def exit_normally_on_sigterm() -> bool:
     current = signal.getsignal(signal.SIGTERM)
     if current is _exit_normally and _installed_in == os.getpid():
         return True
-    if threading.current_thread() is not threading.main_thread() or current not in (signal.SIG_DFL, _exit_normally):
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if not in_main_thread or current not in (signal.SIG_DFL, _exit_normally):
         return False
     if _installed_in is None:
         os.register_at_fork(after_in_child=_default_sigterm_in_child)
