@@ -9,9 +9,10 @@ nbval ends each notebook's kernel with SIGKILL (``shutdown_kernel(now=True)``), 
 handlers never run and the folder of its forkserver's socket stayed behind, one per lesson. Asking
 the kernel to shut down does not help: ipykernel first waits for its children to end, and the
 resource tracker ignores SIGTERM, so jupyter_client sends the kernel SIGTERM after 2.5 s (this is
-also what JupyterLab's "Shut Down Kernel" does to a kernel that used shared memory). Here the
-kernel runs multiprocessing's exit handlers, what a Python process that ends normally runs, before
-nbval kills it; a process of ours that leaves a ``pymp-*`` folder any other way fails the run.
+also what JupyterLab's "Shut Down Kernel" does; a lesson's knobs cell turns that SIGTERM into a
+normal exit, ``helpers.measure.kernel_exit``, but nothing survives SIGKILL). Here the kernel runs
+multiprocessing's exit handlers, what a Python process that ends normally runs, before nbval kills
+it; a process of ours that leaves a ``pymp-*`` folder any other way fails the run.
 """
 
 import functools
