@@ -22,6 +22,7 @@ import psutil
 from helpers.lessons.exercises import Exercise
 
 RELEASED = 0.5  # a call "releases the GIL" when other threads could run for more than this share of it
+PROBE_SWITCH_INTERVAL = 0.05  # seconds: sys.setswitchinterval while gil_probe runs (default 0.005)
 
 
 @dataclass(frozen=True)
@@ -69,20 +70,21 @@ def tree_cpu_wait_seconds() -> float:
 class Heartbeat:
     """A thread that sleeps ``tick`` seconds at a time, and must take the GIL back to wake up.
 
-    A wake-up later than ``late`` seconds, one ``sys.getswitchinterval()`` (5 ms by default), means
-    another thread held the GIL: the interpreter asks a thread running Python code to hand it over
-    only after the waiter has waited that long, and a C call that holds it hands it over only when
-    it returns. A wake-up a few milliseconds late proves nothing (on a virtual machine whose host is
-    busy, CPUs wake that slowly: with half a switch interval as the limit np.sum read as holding the
-    GIL for 9-43% of its time there, with a whole one 0-10%, quiet or on one CPU beside a
-    neighbour). Time spent
+    A thread that waits for the GIL asks the holder to hand it over after one
+    ``sys.getswitchinterval()``, and a C call that holds it hands it over only when it returns: so
+    while a call holds the GIL, each wake-up comes at least one switch interval late. ``late`` is
+    half the switch interval in force when the heartbeat is made: a later wake-up means the GIL was
+    held. ``gil_probe`` raises the interval from its default 5 ms to ``PROBE_SWITCH_INTERVAL``
+    (50 ms) while it probes, because a machine wakes a sleeping thread a few milliseconds late on
+    its own: on a virtual machine whose host is busy, np.sum read as holding the GIL for 9-43% of
+    its time with 2.5 ms as the limit, 0-10% with 5 ms, and in one CI run 85% with 5 ms. Time spent
     waiting for a CPU (a busy machine, or one CPU) is not counted as late (``cpu_wait_seconds``).
     ``free`` and ``total`` are seconds: of all the time between wake-ups, the intervals that ended
     on time, each weighed by the time the heartbeat could have run in it (its CPU wait taken off).
     """
 
     def __init__(self, tick: float = 0.001):
-        self.tick, self.late = tick, sys.getswitchinterval()
+        self.tick, self.late = tick, sys.getswitchinterval() / 2
         self.free = self.total = 0.0
         self.ticks = 0
         self.stop = threading.Event()
@@ -109,8 +111,8 @@ class Heartbeat:
 def gil_probe(name: str, fn: Callable, *args, seconds: float = 0.25, tick: float = 0.001) -> GilProbe:
     """Call ``fn(*args)`` in a thread, again and again for at least ``seconds``, while a
     ``Heartbeat`` runs in another; the share of the time the heartbeat woke on time is the share of
-    the call during which other Python threads could run."""
-    heartbeat = Heartbeat(tick)
+    the call during which other Python threads could run. The switch interval is
+    ``PROBE_SWITCH_INTERVAL`` meanwhile, and set back after."""
     calls = 0
 
     def call_repeatedly() -> None:
@@ -120,15 +122,21 @@ def gil_probe(name: str, fn: Callable, *args, seconds: float = 0.25, tick: float
             fn(*args)
             calls += 1
 
-    beating = threading.Thread(target=heartbeat.run, name="gil-probe-heartbeat", daemon=True)
-    caller = threading.Thread(target=call_repeatedly, name="gil-probe-call", daemon=True)
-    beating.start()
-    start = time.perf_counter()
-    caller.start()
-    caller.join()
-    elapsed = time.perf_counter() - start
-    heartbeat.stop.set()
-    beating.join()
+    default_interval = sys.getswitchinterval()
+    sys.setswitchinterval(PROBE_SWITCH_INTERVAL)  # a held GIL now shows as a 50 ms wait
+    try:
+        heartbeat = Heartbeat(tick)
+        beating = threading.Thread(target=heartbeat.run, name="gil-probe-heartbeat", daemon=True)
+        caller = threading.Thread(target=call_repeatedly, name="gil-probe-call", daemon=True)
+        beating.start()
+        start = time.perf_counter()
+        caller.start()
+        caller.join()
+        elapsed = time.perf_counter() - start
+        heartbeat.stop.set()
+        beating.join()
+    finally:
+        sys.setswitchinterval(default_interval)
     released = heartbeat.free / heartbeat.total if heartbeat.total else 0.0
     return GilProbe(name, released, heartbeat.ticks, calls, elapsed)
 
@@ -140,7 +148,7 @@ def exercise_calls(array: np.ndarray) -> dict[str, tuple[Callable, tuple]]:
 
     data = array[: 2**16].tobytes()  # 512 KiB of bytes
     numbers = array[: 2**17].tolist()  # Python floats; sorting them takes well over 5 ms
-    objects = array[: 2**17].astype(object)  # a call well over the heartbeat's 'late' (5 ms)
+    objects = array[: 2**17].astype(object)  # Python objects: adding them needs the GIL
     return {
         "hashlib.sha256(data).digest()": (lambda d: hashlib.sha256(d).digest(), (data,)),
         "zlib.compress(data)": (zlib.compress, (data,)),

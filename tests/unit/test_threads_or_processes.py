@@ -103,6 +103,17 @@ def test_the_gil_probe_sees_numpy_release_the_gil_and_a_python_loop_hold_it(numb
         assert not held.releases and held.released < 0.2, held
 
 
+def test_the_probe_raises_the_switch_interval_while_it_runs_and_sets_it_back():
+    """A held GIL shows as a wait of one switch interval: 50 ms while probing, far beyond the few
+    milliseconds a busy machine may take to wake a sleeping thread."""
+    seen = []
+    before = sys.getswitchinterval()
+    gil_heartbeat.gil_probe("read the interval", lambda: seen.append(sys.getswitchinterval()), seconds=0.05)
+    assert seen and all(value == pytest.approx(gil_heartbeat.PROBE_SWITCH_INTERVAL) for value in seen)
+    assert sys.getswitchinterval() == before
+    assert gil_heartbeat.Heartbeat().late == before / 2
+
+
 def test_cpu_wait_is_read_for_a_thread_of_this_process_and_none_for_another():
     waited = gil_heartbeat.cpu_wait_seconds(threading.get_native_id())
     assert waited is None or waited >= 0.0
