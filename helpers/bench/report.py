@@ -76,9 +76,13 @@ def format_targets(targets: list[dict]) -> str:
     """One line per target: holds or MISSED, with the measured value and the limit."""
     lines = []
     for check in targets:
-        seconds = check["target"].endswith("ms")
-        value = format_seconds(check["value"]) if seconds else f"{check['value']:.2f}"
-        limit = format_seconds(check["limit"]) if seconds else f"{check['limit']:g}"
+        target = check["target"]
+        if target.endswith("ms") or target.endswith("its last call"):
+            value, limit = format_seconds(check["value"]), format_seconds(check["limit"])
+        elif target.endswith("(bytes)"):
+            value, limit = format_bytes(check["value"]), format_bytes(check["limit"])
+        else:
+            value, limit = f"{check['value']:.2f}", f"{check['limit']:g}"
         verdict = "holds " if check["holds"] else "MISSED"
         lines.append(f"{verdict} {check['target']:<62} at {format_bytes(check['size_bytes']):>9}: "
                      f"{value} (limit {limit})")

@@ -12,6 +12,10 @@
   new shared-memory segment), at every size measured;
 - the torch-free reduction's first share with warm segments (its median; the very first call is
   ``first_s``): at most 2x floor (a) at 100 MiB and up, local and remote;
+- a long-lived executor (``ours_burst``): its warm round trip within a burst at most 2x floor (a)
+  from 10 MiB, as ``ours_warm``'s; after the burst its pool holds at most its idle cap in
+  ``/dev/shm``, and nothing once its idle time has passed, given back within that idle time plus
+  ``segment_pool.LENT_LOOK_SECONDS`` of the last call (the thread's clock, not the machine's speed);
 - a round trip of an array already in shared memory (executor and both reductions): under 2 ms at
   every size, and flat: its median at the largest size over the smallest under 3; and within 1.5x
   ``floor_shm_name`` (a bare segment name sent over a pipe and attached on both sides,
@@ -39,11 +43,13 @@ stay the issue's: a miss at 10 MiB is reported as MISSED, with the splits beside
 from __future__ import annotations
 
 from helpers.measure.units import MiB
+from sharedarrays.segment_pool import LENT_LOOK_SECONDS
 
 # (row, floor, from this size on, limit on the row's median over that floor's median)
 RATIO_TARGETS = (
     ("ours_warm", "warm", 10 * MiB, 2.0),
     ("ours_warm", "fresh_shm", 0, 1.2),
+    ("ours_burst", "warm", 10 * MiB, 2.0),
     ("ours_first", "fresh_shm", 0, 1.2),
     ("reducer_shared_memory_local", "warm", 100 * MiB, 2.0),
     ("reducer_shared_memory_remote", "warm", 100 * MiB, 2.0),
@@ -64,6 +70,9 @@ SHARED_FLOOR_LIMIT = 1.5  # the already-shared rows over floor_shm_name (the lib
 # and below what the regression it guards against gives (results/README.md, "CI's gates"):
 # - ours_warm: healthy 0.84-1.42 (1000 MiB, which CI does not run: up to 3.8 on a slow day); a pool
 #   that lost its warm segments pays a first call, 5.4-7.0;
+# - ours_burst: its memory only (bytes, no timing): after the burst at most the idle cap, once idle
+#   nothing. Its round trip is ours_warm's, gated there; a second timed gate on the same path would
+#   add a second chance of a noisy miss and no regression it alone catches;
 # - ours_first: healthy 0.40-1.32 (floor (b) is itself noisy under a CPU quota); an extra copy into
 #   new memory adds about one more floor (b);
 # - ours_shared over floor_shm_name: healthy 5.1-27.9, the highest on a quiet machine (the pool's
@@ -99,6 +108,24 @@ def _ratio_checks(found: dict, ratio_limits, what: str = "") -> list[dict]:
     return checks
 
 
+def _idle_checks(found: dict, what: str = "", timed: bool = True) -> list[dict]:
+    """The ``ours_burst`` rows' memory after the burst (at most the idle cap) and after the idle
+    time (none left), in bytes; with ``timed``, how soon it was given back, in seconds."""
+    checks = []
+    for (row_name, n_bytes), row in sorted(found.items(), key=lambda item: item[0][1]):
+        if row_name != "ours_burst":
+            continue
+        checks.append(_check(f"{what}ours_burst holds <= its idle cap after a burst (bytes)", n_bytes,
+                             row["held_after_burst_bytes"], row["idle_cap_bytes"], inclusive=True))
+        checks.append(_check(f"{what}ours_burst holds nothing once idle (bytes)", n_bytes,
+                             row["held_after_idle_bytes"], 0, inclusive=True))
+        if timed and row["given_back_after_s"] is not None:
+            limit = row["idle_seconds"] + LENT_LOOK_SECONDS
+            checks.append(_check(f"ours_burst gave it back <= {limit:g} s after its last call", n_bytes,
+                                 row["given_back_after_s"], limit, inclusive=True))
+    return checks
+
+
 def _growth(found: dict, name: str) -> tuple[int, float] | None:
     """(largest size, the row's median there over its median at the smallest size), or None."""
     medians = sorted((n_bytes, row["median_s"]) for (row_name, n_bytes), row in found.items()
@@ -112,6 +139,7 @@ def check_targets(rows: list[dict]) -> list[dict]:
     found = {(row["name"], row["size_bytes"]): row for row in rows}
     checks = _ratio_checks(found, RATIO_TARGETS + tuple(
         (name, "shm_name", 0, SHARED_FLOOR_LIMIT) for name in ALREADY_SHARED_ROWS))
+    checks += _idle_checks(found)
     for name, fixed, floor, min_bytes, limit in BEYOND_FIXED_TARGETS:
         for (row_name, n_bytes), row in sorted(found.items(), key=lambda item: item[0][1]):
             fixed_row, floor_row = found.get((fixed, n_bytes)), found.get((f"floor_{floor}", n_bytes))
@@ -133,7 +161,7 @@ def check_targets(rows: list[dict]) -> list[dict]:
 def check_gates(rows: list[dict]) -> list[dict]:
     """CI's regression gates the rows can tell, as ``check_targets`` gives targets (ratios only)."""
     found = {(row["name"], row["size_bytes"]): row for row in rows}
-    checks = _ratio_checks(found, GATES, what="gate: ")
+    checks = _ratio_checks(found, GATES, what="gate: ") + _idle_checks(found, what="gate: ", timed=False)
     if (growth := _growth(found, "ours_shared")) is not None:
         checks.append(_check(f"gate: ours_shared flat: largest/smallest <= {GATE_SHARED_GROWTH:g}", *growth,
                              GATE_SHARED_GROWTH, inclusive=True))

@@ -19,12 +19,21 @@ has the median, the IQR as its spread (plus min and max), every run, the first r
 ratios to both floors; ``helpers.bench.targets`` checks them against the issue's targets. The
 reducer rows come from ``helpers.lessons.pickler_reductions_torch`` (local and remote round trips) on
 the same array.
+
+``ours_burst`` is a long-lived executor's day: a burst of warm round trips (timed, as ``ours_warm``),
+then no call at all. It records the bytes its pool holds in ``/dev/shm`` after the burst
+(``held_after_burst_bytes``, at most the idle cap) and once the pool's idle time has passed
+(``held_after_idle_bytes``: 0 when the shared memory was given back), and how long after the last
+call that took (``given_back_after_s``). It runs with ``BURST_IDLE_SECONDS`` of idle time, not the
+default 5 s, to keep the suite short; the thread that gives memory back is the same.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 
@@ -49,6 +58,8 @@ REDUCER_WHAT = {
 }
 DEFAULT_START_METHOD = "spawn"  # a fresh interpreter per worker, inheriting nothing (macOS's default)
 LARGE_BYTES = 256 * MiB  # at and above this size the stdlib baseline runs fewer, unwarmed repeats
+BURST_IDLE_SECONDS = 1.0  # ours_burst's idle_seconds (the executor's default is 5 s)
+BURST_WAIT_SECONDS = 30.0  # how long ours_burst waits for its pool to give memory back
 STDLIB_LARGE_REPEAT = 2
 
 
@@ -152,6 +163,41 @@ def _warm_row(kind: type[ProcessPoolExecutor], name: str, fn: Callable, source: 
     return make_row(name, source.nbytes, timing, floors, first_s=first, what=what)
 
 
+def _segments_bytes(names: list[str]) -> int:
+    """Bytes in /dev/shm of those of the segments ``names`` that still exist."""
+    total = 0
+    for name in names:
+        with contextlib.suppress(OSError):
+            total += os.stat(f"/dev/shm/{name}").st_size
+    return total
+
+
+def burst_row(source: np.ndarray, floors: dict[str, Timing], repeat: int, n_workers: int, context,
+              ours: type[SharedMemoryExecutor] = SharedMemoryExecutor) -> dict:
+    """``ours_burst``: warm round trips of ``echo(array)`` on one executor (after one warm-up call
+    per worker), then idleness; the row's extra fields are bytes and seconds (module docstring)."""
+    with ours(n_workers, mp_context=context, idle_seconds=BURST_IDLE_SECONDS) as executor:
+        start_workers(executor, n_workers)
+        timing, first = time_with_first(_round_trip(executor, workers.echo, source), repeat, n_workers)
+        last_call = time.perf_counter()
+        pool = executor.segment_pool
+        pool.collect()
+        names = pool.names()
+        held_after_burst = _segments_bytes(names)
+        deadline = last_call + BURST_WAIT_SECONDS
+        while _segments_bytes(names) and time.perf_counter() < deadline:
+            time.sleep(0.01)
+        given_back_after = time.perf_counter() - last_call
+        held_after_idle = _segments_bytes(names)
+        idle_cap = pool.idle_cap_bytes
+    return make_row("ours_burst", source.nbytes, timing, floors, first_s=first, what=(
+        f"a long-lived executor: a burst of warm echoes (as ours_warm), then no call; its pool gives "
+        f"its segments back after {BURST_IDLE_SECONDS:g} s idle (the default is 5 s)"),
+        idle_seconds=BURST_IDLE_SECONDS, idle_cap_bytes=idle_cap, held_after_burst_bytes=held_after_burst,
+        held_after_idle_bytes=held_after_idle,
+        given_back_after_s=given_back_after if not held_after_idle else None)
+
+
 def executor_measurements(source: np.ndarray, floors: dict[str, Timing], *, repeat: int = 5,
                           n_workers: int = 2, start_method: str = DEFAULT_START_METHOD,
                           stdlib: bool = True, ours: type[SharedMemoryExecutor] = SharedMemoryExecutor,
@@ -171,6 +217,7 @@ def executor_measurements(source: np.ndarray, floors: dict[str, Timing], *, repe
         ("ours warm", lambda: _warm_row(ours, "ours_warm", workers.echo, source, False, *args,
                                         what="echo of a private array, pool warm: one copy into a warm "
                                              "pooled segment, the result comes back as a view of it")),
+        ("ours burst", lambda: burst_row(source, floors, repeat, n_workers, context, ours)),
         ("ours shared", lambda: _warm_row(ours, "ours_shared", workers.echo, source, True,
                                           *args, what="echo of an array already in a SharedNDArray: a "
                                                       "handle both ways, no copy")),

@@ -105,9 +105,10 @@ class FanOutMemory:
 
 
 def fan_out_memory(executor_class, context, n_workers: int, array: np.ndarray,
-                   hold_seconds: float = 1.0, **executor_kwargs) -> FanOutMemory:
-    """Submit ``array`` to ``n_workers`` tasks of a new ``executor_class`` pool; each reads every
-    page and holds it while ``track_memory`` samples the tree (pool start-up not in the windows)."""
+                   hold_seconds: float = 1.0, by_map: bool = False, **executor_kwargs) -> FanOutMemory:
+    """Submit ``array`` to ``n_workers`` tasks of a new ``executor_class`` pool (``by_map``: in one
+    ``map`` call, ``map(f, [array] * n_workers)``); each reads every page and holds it while
+    ``track_memory`` samples the tree (pool start-up not in the windows)."""
     ready, release = context.Semaphore(0), context.Event()
     tiny = np.random.default_rng(0).random(8)
     with executor_class(n_workers, mp_context=context, initializer=remember_hold_signals,
@@ -115,15 +116,18 @@ def fan_out_memory(executor_class, context, n_workers: int, array: np.ndarray,
         with track_memory() as report:
             for label, argument in (("idle", tiny), ("fan-out", array)):
                 release.clear()
-                futures = [executor.submit(hold_argument, argument) for _ in range(n_workers)]
+                if by_map:  # no futures to watch: a failed task shows at the deadline, then in results
+                    futures, results = [], executor.map(hold_argument, [argument] * n_workers)
+                else:
+                    futures = [executor.submit(hold_argument, argument) for _ in range(n_workers)]
+                    results = (future.result() for future in futures)
                 try:
                     _wait_for_holders(ready, n_workers, futures)
                     time.sleep(SETTLE_SECONDS)
                     hold(report, label, hold_seconds)
                 finally:
                     release.set()
-                for future in futures:
-                    future.result()
+                list(results)
     report.name_roles()  # "parent", "worker 1".. instead of process ids
     return FanOutMemory(report, increase(report, "idle", "fan-out"), array.nbytes)
 

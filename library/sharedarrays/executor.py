@@ -12,10 +12,15 @@ and arrays inside any object cross too), except that every plain ndarray of at l
   passed back in crosses as its handle too, but the worker maps it copy-on-write: it reads the
   caller's pages without a copy, and what it writes stays its own, as in the stdlib's unpickled
   copy (a worker that keeps it pays the copy then, so the caller's later writes do not reach it).
-  Anything else is copied once into a segment lent by a ``SegmentPool``, which keeps segments
+  Anything else is copied into a segment lent by a ``SegmentPool``, which keeps segments
   mapped and warm, so the copy runs at warm-memcpy speed after the first calls (a new segment
   costs a page fault and a zeroed page per 4 KiB). The copy is laid out as unpickling would lay it
   out (byte order, memory order, writability), so the worker sees what the stdlib's worker sees.
+- Within one ``map`` call, an array passed as an argument of several calls (``map(f, [a] * 4)``)
+  is copied once: every task maps that one copy copy-on-write, as an earlier result passed back in,
+  so its writes stay its own and a result that views it is copied, as the stdlib's unpickled copy
+  would be. One array in ``/dev/shm`` and in the tree's PSS, not one per task. (Separate
+  ``submit`` calls copy it each time: the same object may have changed in between.)
 - A result that views an argument's segment comes back as a view of that same memory (what the
   function would return if called here); other big results are written by the worker into one
   new segment per task (named by the parent, registered with the resource tracker by the worker
@@ -102,6 +107,7 @@ from sharedarrays.transit import (
     Packed,
     as_received,
     copy_as_unpickled,
+    is_big_array,
     pack,
     pickling_fits,
     root_of,
@@ -145,10 +151,33 @@ class _Fallbacks:
                 "executor; executor.pickled_fallbacks counts every such array.")
 
 
+class _MapCopies:
+    """The arrays one ``map`` call passes to several of its calls, and the one pooled copy of each
+    that every task of the map shares (copy-on-write), made by the first task packed."""
+
+    def __init__(self, repeated: dict[int, np.ndarray]):
+        self.repeated = repeated  # id -> the array (held, so that the id stays its own)
+        self.copies: dict[int, tuple[str, np.ndarray, ArrayRef]] = {}  # id -> (segment name, root, ref)
+        self.lock = threading.Lock()
+
+
+def _repeated_arrays(calls: list[tuple], min_bytes: int) -> dict[int, np.ndarray]:
+    """The big private ndarrays that are an argument of more than one of ``calls`` (by identity)."""
+    seen: dict[int, np.ndarray] = {}
+    repeated: dict[int, np.ndarray] = {}
+    for arguments in calls:
+        for value in {id(value): value for value in arguments if is_big_array(value, min_bytes)}.values():
+            if id(value) in seen:
+                repeated[id(value)] = value
+            seen[id(value)] = value
+    return repeated
+
+
 class _Task:
     """What the parent holds for one submitted call until its future is done."""
 
-    def __init__(self, executor: SharedMemoryExecutor, fn, args: tuple, kwargs: dict):
+    def __init__(self, executor: SharedMemoryExecutor, fn, args: tuple, kwargs: dict,
+                 map_copies: _MapCopies | None = None):
         self.executor = executor
         self.call = (fn, args, kwargs)
         self.result_name = new_name()
@@ -157,6 +186,7 @@ class _Task:
         self.fallbacks = 0  # big arguments pickled for want of shared memory
         self.outer: _SharedFuture | None = None  # the caller's future
         self.unsent = False  # the call could not be pickled: its future was failed here
+        self.map_copies = map_copies  # the copies this task shares with the other tasks of its map
 
     def __reduce__(self):
         """Pickled when the call is queued to a worker (in the pool's feeder thread): that is when
@@ -187,6 +217,7 @@ class _Task:
         need to ask /dev/shm)."""
         self.roots.clear()
         self.call = None
+        self.map_copies = None
         if not self.adopted and not answered and segment_exists(self.result_name):
             release_result_segment(self.result_name)  # the task failed after writing its result
 
@@ -213,16 +244,21 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
     """A ``ProcessPoolExecutor`` that moves big ndarrays through shared memory (module docstring).
 
     ``min_shared_bytes``: arrays smaller than this are pickled as usual (default 1 MiB).
-    ``idle_cap_bytes``: how many bytes of idle, warm segments to keep for reuse (default: half
-    of what /dev/shm and RAM can spare now); 0 keeps none: a segment back from its task is
-    unlinked when the pool next looks (the next call, ``segment_pool.collect()``, or shutdown).
+    ``idle_cap_bytes``: how many bytes of idle, warm segments to keep for reuse (default: 1 GiB,
+    or half of what /dev/shm and RAM can spare now if that is less); 0 keeps none: a segment back
+    from its task is unlinked when the pool next looks (the next call, ``segment_pool.collect()``,
+    or shutdown).
+    ``idle_seconds``: a warm segment left idle this long is unlinked (default 5 s; ``math.inf``
+    keeps it until shutdown). A thread of the pool does it, calls or no calls, so an executor
+    that has stopped being used gives its shared memory back; the thread runs only while the pool
+    holds segments (after a call, like the stdlib's own threads) and ends with ``shutdown``.
     ``pickled_fallbacks``: how many big arrays were pickled because /dev/shm had no room.
     """
 
     def __init__(self, max_workers: int | None = None, mp_context: BaseContext | None = None,
                  initializer: Callable[..., object] | None = None, initargs: tuple = (), *,
                  max_tasks_per_child: int | None = None, min_shared_bytes: int = DEFAULT_MIN_SHARED_BYTES,
-                 idle_cap_bytes: int | None = None) -> None:
+                 idle_cap_bytes: int | None = None, idle_seconds: float | None = None) -> None:
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")  # the stdlib's check, word for word
         # Workers forked before the parent's resource tracker runs would each start one of their
@@ -231,12 +267,13 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         super().__init__(max_workers, mp_context, start_worker, (os.getpid(), initializer, tuple(initargs)),
                          max_tasks_per_child=max_tasks_per_child)
         self.min_shared_bytes = int(min_shared_bytes)
-        self.segment_pool = SegmentPool(idle_cap_bytes)
+        self.segment_pool = SegmentPool(idle_cap_bytes, idle_seconds, expire_in_background=True)
         self._fallbacks = _Fallbacks()
         self._outstanding = 0
         self._closing = False
         self._count_lock = threading.Lock()
         self._close_pool = weakref.finalize(self, self.segment_pool.close)
+        self._mapping = threading.local()  # .copies: the map call this thread is submitting, if any
 
     @property
     def pickled_fallbacks(self) -> int:
@@ -244,7 +281,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         return self._fallbacks.count
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        task = _Task(self, fn, args, kwargs)
+        task = _Task(self, fn, args, kwargs, getattr(self._mapping, "copies", None))
         # The caller's future exists before the pool may pickle the task (which may fail it).
         outer = task.outer = _SharedFuture()
         # Counted before the pool can see it: a shutdown() from another thread between the two
@@ -264,6 +301,21 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         unsettled = [(outer, task)]
         inner.add_done_callback(lambda done: self._settle(*unsettled.pop(), done))
         return outer
+
+    def map(self, fn: Callable[..., T], *iterables, timeout: float | None = None, chunksize: int = 1,
+            **kwargs: Any):
+        """``ProcessPoolExecutor.map``: the same results, errors and order. An array that is an
+        argument of several calls is copied into shared memory once for them all (module
+        docstring). The stdlib takes every argument before it returns, and so does this."""
+        if kwargs.get("buffersize") is not None:  # Python 3.14's lazy map: arguments one by one
+            return super().map(fn, *iterables, timeout=timeout, chunksize=chunksize, **kwargs)
+        calls = list(zip(*iterables, strict=False))  # the stdlib's map stops at the shortest
+        repeated = _repeated_arrays(calls, self.min_shared_bytes)
+        self._mapping.copies = _MapCopies(repeated) if repeated else None
+        try:  # the stdlib's map submits every call before it returns
+            return super().map(fn, *zip(*calls, strict=True), timeout=timeout, chunksize=chunksize, **kwargs)
+        finally:
+            self._mapping.copies = None
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         super().shutdown(wait=wait, cancel_futures=cancel_futures)
@@ -358,7 +410,11 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
                 return ArrayRef(handle, bool(array.flags.writeable), memmap=type(array) is np.memmap,
                                 private=private)
             # Private memory, or a pooled segment an earlier result views (which the caller did not
-            # share on purpose either): a copy of its own for this call, as unpickling would give.
+            # share on purpose either): a copy of its own for this call, as unpickling would give;
+            # or one copy for every call of a map that passes it, each mapping it copy-on-write.
+            shared_copy = self._map_copy(array, task)
+            if shared_copy is not None:
+                return shared_copy
             ref = self._copy_into_pool(array, task.roots)
             if ref is None:
                 task.fallbacks += 1
@@ -371,6 +427,27 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         if copied_bytes:
             self.segment_pool.make_room(copied_bytes)
         return packed
+
+    def _map_copy(self, array: np.ndarray, task: _Task) -> ArrayRef | None:
+        """The copy-on-write ref of the one copy of ``array`` that the tasks of ``task``'s map share
+        (made now by the first of them), held by ``task`` too; None when ``array`` is not an argument
+        of several of its calls, or /dev/shm had no room for it (then pickled, as for one call)."""
+        shared = task.map_copies
+        if shared is None or shared.repeated.get(id(array)) is not array:
+            return None
+        with shared.lock:  # the feeder thread packs the tasks, but do not count on it
+            known = shared.copies.get(id(array))
+            if known is None:
+                roots: dict[str, np.ndarray] = {}
+                ref = self._copy_into_pool(array, roots)
+                if ref is None:
+                    return None
+                (name, root), = roots.items()
+                known = shared.copies[id(array)] = (name, root, ref._replace(counted=False, copied=False,
+                                                                            private=True))
+        name, root, ref = known
+        task.roots[name] = root
+        return ref
 
     def _copy_into_pool(self, array: np.ndarray, roots: dict[str, np.ndarray]) -> ArrayRef | None:
         """Copy a private array into a pooled segment this process holds until ``roots`` and every

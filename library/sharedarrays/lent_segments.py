@@ -215,7 +215,7 @@ def _after_fork_in_child() -> None:
     (``segment_holds``)."""
     global _pool
     if _pool is not None:
-        _pool = SegmentPool(_pool.idle_cap_bytes)  # the inherited one lends the parent's segments
+        _pool = SegmentPool(_pool.idle_cap_bytes, _pool.idle_seconds)  # the inherited one lends the parent's
     _LENDERS.clear()
 
 

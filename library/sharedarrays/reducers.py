@@ -7,8 +7,9 @@ without touching the code that sends them:
 
 - ``share_arrays_with_torch()``: the array's bytes go into a shared torch storage (one copy) and
   torch's own reduction sends that storage (``sharedarrays.torch_reduction``).
-- ``share_arrays_with_shared_memory(idle_cap_bytes=None)``: the same without torch, in a segment
-  lent by a pool of warm segments (``sharedarrays.lent_segments``, which states the contract).
+- ``share_arrays_with_shared_memory(idle_cap_bytes=None, idle_seconds=None)``: the same without
+  torch, in a segment lent by a pool of warm segments (``sharedarrays.lent_segments``, which
+  states the contract).
 - In both, an array that already lives in shared memory crosses as a small description (O(1),
   no copy), and the receiver's array views shared memory, so sending it on costs nothing either.
 - ``stop_sharing_arrays()`` undoes either: the ``np.ndarray`` entry of
@@ -70,25 +71,32 @@ def share_arrays_with_torch() -> None:
     _start("torch", torch_reduction.reduce_with_torch)
 
 
-def share_arrays_with_shared_memory(idle_cap_bytes: int | None = None) -> None:
+def share_arrays_with_shared_memory(idle_cap_bytes: int | None = None,
+                                    idle_seconds: float | None = None) -> None:
     """Send every ndarray through a POSIX shared-memory segment lent from a pool of warm ones.
 
-    ``idle_cap_bytes``: bytes of returned segments kept mapped for reuse (default: half of
-    what /dev/shm and RAM can spare, ``segment_pool.default_idle_cap_bytes``); 0 keeps none (every
-    first share then writes fresh pages).
+    ``idle_cap_bytes``: bytes of returned segments kept mapped for reuse (default: 1 GiB, or half
+    of what /dev/shm and RAM can spare if that is less, ``segment_pool.default_idle_cap_bytes``);
+    0 keeps none (every first share then writes fresh pages).
+    ``idle_seconds``: a returned segment idle this long is unlinked at the next send, or by
+    ``stop_sharing_arrays()`` (default 5 s; ``math.inf``: kept until then). No thread does it on
+    time: pickling through a pipe starts none, so neither does this; a program that stops sending
+    keeps at most ``idle_cap_bytes`` until it sends again or stops sharing.
     """
-    _start("shared_memory", lent_segments.reduce_with_shared_memory, idle_cap_bytes)
+    _start("shared_memory", lent_segments.reduce_with_shared_memory, idle_cap_bytes, idle_seconds)
 
 
-def share_arrays(how: str, *, idle_cap_bytes: int | None = None) -> None:
+def share_arrays(how: str, *, idle_cap_bytes: int | None = None, idle_seconds: float | None = None) -> None:
     """Enable the way named ``how`` ('torch' or 'shared_memory'); usable as a Pool initializer.
-    ``idle_cap_bytes`` (the torch-free way only): bytes of returned segments kept for reuse."""
+    ``idle_cap_bytes`` and ``idle_seconds`` (the torch-free way only): bytes of returned segments
+    kept for reuse, and how long one may stay idle (``share_arrays_with_shared_memory``)."""
     if how == "torch":
-        if idle_cap_bytes is not None:
-            raise ValueError("idle_cap_bytes applies to the 'shared_memory' way only: torch keeps no pool")
+        if idle_cap_bytes is not None or idle_seconds is not None:
+            raise ValueError("idle_cap_bytes and idle_seconds apply to the 'shared_memory' way only: "
+                             "torch keeps no pool")
         share_arrays_with_torch()
     elif how == "shared_memory":
-        share_arrays_with_shared_memory(idle_cap_bytes)
+        share_arrays_with_shared_memory(idle_cap_bytes, idle_seconds)
     else:
         raise ValueError(f"how must be one of {WAYS}, got {how!r}")
 
@@ -114,12 +122,13 @@ def stop_sharing_arrays() -> None:
 
 
 @contextmanager
-def sharing_arrays(how: str, *, idle_cap_bytes: int | None = None) -> Iterator[None]:
+def sharing_arrays(how: str, *, idle_cap_bytes: int | None = None,
+                   idle_seconds: float | None = None) -> Iterator[None]:
     """Share arrays the way ``how`` names inside the block; undo it after (unless it was already on)."""
     if how not in WAYS:
         raise ValueError(f"how must be one of {WAYS}, got {how!r}")
     already = _active_way == how
-    share_arrays(how, idle_cap_bytes=idle_cap_bytes)
+    share_arrays(how, idle_cap_bytes=idle_cap_bytes, idle_seconds=idle_seconds)
     try:
         yield
     finally:
@@ -132,7 +141,8 @@ def shared_memory_pool() -> SegmentPool | None:
     return lent_segments.current_pool()
 
 
-def _start(how: str, reducer: Callable, idle_cap_bytes: int | None = None) -> None:
+def _start(how: str, reducer: Callable, idle_cap_bytes: int | None = None,
+           idle_seconds: float | None = None) -> None:
     global _active_way, _our_reducer, _previous_reducer
     with _lock:
         if _active_way == how:
@@ -144,7 +154,7 @@ def _start(how: str, reducer: Callable, idle_cap_bytes: int | None = None) -> No
             )
         _previous_reducer = ForkingPickler._extra_reducers.get(np.ndarray, _MISSING)
         if how == "shared_memory":
-            lent_segments.set_pool(SegmentPool(idle_cap_bytes))
+            lent_segments.set_pool(SegmentPool(idle_cap_bytes, idle_seconds))
         ForkingPickler.register(np.ndarray, reducer)
         _active_way, _our_reducer = how, reducer
 

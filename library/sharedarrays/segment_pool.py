@@ -9,10 +9,19 @@ allocated and mapped in this process, so the next copy into one costs what a war
   a new one); ``give_back(lease)`` returns it from this process.
 - A borrower in another process returns it by setting the state word in the segment's first
   ``HEADER_BYTES`` (``mark_returned``); the pool notices at its next ``lease``.
-- Idle segments are capped at ``idle_cap_bytes``; beyond it the least recently used are unlinked.
-  When /dev/shm runs short they make room first: a new segment that does not fit unlinks them,
-  and ``make_room(n_bytes)`` unlinks them until ``n_bytes`` are free (for a segment someone else
-  is about to create, e.g. a worker's result).
+- Idle segments are capped at ``idle_cap_bytes`` (default: 1 GiB, or half of what /dev/shm and
+  RAM can spare now if that is less); beyond it the least recently used are unlinked. When /dev/shm
+  runs short they make room first: a new segment that does not fit unlinks them, and
+  ``make_room(n_bytes)`` unlinks them until ``n_bytes`` are free (for a segment someone else is
+  about to create, e.g. a worker's result).
+- A segment idle for ``idle_seconds`` (default 5 s) is unlinked: the pages of a shared-memory
+  segment are never reclaimed while it exists, and they count against a container's
+  ``--shm-size`` and memory cgroup. Calls closer together than that find their segments warm.
+  With ``expire_in_background`` (what ``SharedMemoryExecutor`` asks for) a thread of the pool
+  unlinks them on time even if no call comes: it runs only while the pool holds segments, and
+  ``close()`` ends it. Without it (the reductions' pool: a program that only sends through a pipe
+  runs no thread of its own, and neither does this) they are unlinked at the next ``lease``,
+  ``collect`` or ``close``.
 - ``close()`` unlinks every segment; the owner is registered with ``multiprocessing``'s resource
   tracker, so even a killed owner's segments are unlinked when its tracker exits. Only the process
   that made the pool unlinks: in a child forked from it (whose exit runs the inherited finalizers)
@@ -21,9 +30,11 @@ allocated and mapped in this process, so the next copy into one costs what a war
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import threading
+import time
 from collections import OrderedDict, deque
 
 import numpy as np
@@ -35,6 +46,9 @@ from sharedarrays.shm import ArrayHandle, SharedNDArray
 HEADER_BYTES = 64  # state word + padding; data starts cache-line aligned
 STATE_IDLE, STATE_LENT, STATE_RETURNED = 0, 1, 2
 DEFAULT_IDLE_CAP_FRACTION = 0.5  # of the smaller of /dev/shm free and RAM available
+DEFAULT_IDLE_CAP_BYTES = 1 << 30  # at most this much idle by default, however much could be spared
+DEFAULT_IDLE_SECONDS = 5.0  # a segment idle longer than this is unlinked
+LENT_LOOK_SECONDS = 1.0  # while segments are lent, the expiry thread looks at least this often
 
 
 def _round_up_to_page(n_bytes: int) -> int:
@@ -42,12 +56,12 @@ def _round_up_to_page(n_bytes: int) -> int:
 
 
 def default_idle_cap_bytes() -> int:
-    """Half of what this machine can spare for shared memory now (bytes)."""
+    """1 GiB, or half of what this machine can spare for shared memory now if that is less (bytes)."""
     room = available_memory()
     free = shm_free()
     if free is not None:
         room = min(room, free)
-    return int(room * DEFAULT_IDLE_CAP_FRACTION)
+    return min(DEFAULT_IDLE_CAP_BYTES, int(room * DEFAULT_IDLE_CAP_FRACTION))
 
 
 class Lease:
@@ -56,6 +70,7 @@ class Lease:
     def __init__(self, shared: SharedNDArray, capacity: int):
         self.shared = shared
         self.capacity = capacity
+        self.idle_since = 0.0  # time.monotonic() when it was given back, or its return was seen
         self._state = shared.array[:8].view(np.int64)
 
     @property
@@ -97,10 +112,24 @@ def mark_returned(segment: np.ndarray) -> None:
 
 
 class SegmentPool:
-    """Lends shared-memory segments and keeps returned ones warm (see the module docstring)."""
+    """Lends shared-memory segments and keeps returned ones warm (see the module docstring).
 
-    def __init__(self, idle_cap_bytes: int | None = None):
+    ``idle_cap_bytes``: the most bytes of idle segments kept (default ``default_idle_cap_bytes()``;
+    0 keeps none). ``idle_seconds``: how long a segment may stay idle before it is unlinked
+    (default 5 s; ``math.inf`` keeps idle segments until ``close()``). ``expire_in_background``:
+    a thread unlinks them on time, calls or no calls (else the pool's next call does).
+    """
+
+    def __init__(self, idle_cap_bytes: int | None = None, idle_seconds: float | None = None, *,
+                 expire_in_background: bool = False):
         self.idle_cap_bytes = default_idle_cap_bytes() if idle_cap_bytes is None else int(idle_cap_bytes)
+        self.idle_seconds = DEFAULT_IDLE_SECONDS if idle_seconds is None else float(idle_seconds)
+        if not self.idle_seconds >= 0:
+            raise ValueError(f"idle_seconds must be 0 or more (math.inf: never), not {idle_seconds!r}")
+        self.expire_in_background = bool(expire_in_background)
+        self._expiry: threading.Thread | None = None  # the thread that unlinks expired segments
+        self._wake_expiry = threading.Event()  # set by close(): the expiry thread ends at once
+        self._close_asked = False  # close() was called inside the expiry thread: it closes at its next look
         self._lock = threading.Lock()
         self._idle: OrderedDict[str, Lease] = OrderedDict()  # least recently returned first
         self._lent: dict[str, Lease] = {}
@@ -111,10 +140,12 @@ class SegmentPool:
         self.reused = 0
 
     def collect(self) -> None:
-        """File the segments given back or returned since the last ``lease`` (for statistics)."""
+        """File the segments given back or returned since the last ``lease`` (for statistics), and
+        unlink those idle for ``idle_seconds``."""
         with self._lock:
             self._collect_given_back()
             self._collect_returned()
+            self._expire_idle()
 
     @property
     def idle_bytes(self) -> int:
@@ -147,6 +178,7 @@ class SegmentPool:
                 raise RuntimeError("this segment pool is closed")
             self._collect_given_back()
             self._collect_returned()
+            self._expire_idle()
             largest = 2 * n_bytes + mmap.PAGESIZE  # do not spend a much bigger segment on a small array
             fits = [lease for lease in self._idle.values() if n_bytes <= lease.capacity <= largest]
             if fits:
@@ -158,6 +190,7 @@ class SegmentPool:
                 self.created += 1
             lease.state = STATE_LENT
             self._lent[lease.name] = lease
+            self._watch_expiry()
             return lease
 
     def make_room(self, n_bytes: int) -> None:
@@ -175,8 +208,9 @@ class SegmentPool:
         """Return a lent segment from this process: it waits, warm, for the next ``lease``.
 
         Safe to call from a finalizer at any moment (even while this thread is inside ``lease``):
-        it only queues the segment; the pool files it at its next ``lease`` or ``close``.
+        it only queues the segment; the pool files it at its next look. Its idle time starts now.
         """
+        lease.idle_since = time.monotonic()
         self._given_back.append(lease)
 
     def close(self) -> None:
@@ -186,6 +220,13 @@ class SegmentPool:
         if os.getpid() != self._maker_pid:
             self._closed = True
             self._idle, self._lent, self._given_back = OrderedDict(), {}, deque()
+            self._expiry = None  # the parent's thread: not in this process
+            return
+        if threading.current_thread() is self._expiry:
+            # A finalizer (the executor's) run by a garbage collection inside the expiry thread,
+            # which may hold the lock right now: the thread closes the pool at its next look.
+            self._close_asked = True
+            self._wake_expiry.set()
             return
         with self._lock:
             self._closed = True
@@ -193,8 +234,12 @@ class SegmentPool:
             leases = [*self._idle.values(), *self._lent.values()]
             self._idle.clear()
             self._lent.clear()
+            expiry, self._expiry = self._expiry, None
+        self._wake_expiry.set()
         for lease in leases:
             self._destroy(lease)
+        if expiry is not None and expiry is not threading.current_thread():
+            expiry.join(timeout=10.0)  # it ends at its next look, which the event brings at once
 
     def __enter__(self) -> SegmentPool:
         return self
@@ -217,20 +262,64 @@ class SegmentPool:
         while self._given_back:
             lease = self._given_back.popleft()
             if self._lent.pop(lease.name, None) is not None:
-                self._keep_idle(lease)
+                self._keep_idle(lease, lease.idle_since)
 
     def _collect_returned(self) -> None:
+        now = time.monotonic()  # a borrower's return is seen now: its idle time starts here
         for lease in [lease for lease in self._lent.values() if lease.state == STATE_RETURNED]:
             del self._lent[lease.name]
-            self._keep_idle(lease)
+            self._keep_idle(lease, now)
 
-    def _keep_idle(self, lease: Lease) -> None:
+    def _keep_idle(self, lease: Lease, idle_since: float) -> None:
         if self._closed or lease.capacity > self.idle_cap_bytes:
             self._destroy(lease)
             return
         lease.state = STATE_IDLE
+        lease.idle_since = idle_since
         self._idle[lease.name] = lease
         self._trim(self.idle_cap_bytes)
+
+    def _expire_idle(self) -> None:
+        """Unlink the segments idle for ``idle_seconds`` or longer (lock held)."""
+        now = time.monotonic()
+        expired = [name for name, lease in self._idle.items() if now - lease.idle_since >= self.idle_seconds]
+        for name in expired:
+            self._destroy(self._idle.pop(name))
+
+    def _watch_expiry(self) -> None:
+        """Start the expiry thread where it is asked for, segments are held, and none runs (lock
+        held). Only in the process that made the pool: a forked child's copy lends nothing."""
+        if (self.expire_in_background and self._expiry is None and math.isfinite(self.idle_seconds)
+                and not self._closed and os.getpid() == self._maker_pid and (self._idle or self._lent)):
+            self._expiry = threading.Thread(target=self._expire_in_background, daemon=True,
+                                            name="sharedarrays-idle-expiry")
+            self._expiry.start()
+
+    def _expire_in_background(self) -> None:
+        """The expiry thread: file segments given back or returned, unlink those idle for
+        ``idle_seconds``, and end once the pool holds none (the next ``lease`` starts another) or
+        is closed. It looks again when the oldest idle segment is due, and at least every
+        ``LENT_LOOK_SECONDS`` while segments are lent (a borrower returns them unseen)."""
+        me = threading.current_thread()
+        while True:
+            if self._close_asked:
+                self._expiry = None
+                self.close()
+                return
+            with self._lock:
+                if self._closed or self._expiry is not me or os.getpid() != self._maker_pid:
+                    return
+                self._collect_given_back()
+                self._collect_returned()
+                self._expire_idle()
+                if not self._idle and not self._lent and not self._given_back:
+                    self._expiry = None
+                    return
+                now = time.monotonic()
+                waits = [lease.idle_since + self.idle_seconds - now for lease in self._idle.values()]
+                if self._lent or self._given_back:
+                    waits.append(min(self.idle_seconds, LENT_LOOK_SECONDS))
+            self._wake_expiry.wait(max(0.01, min(waits)))
 
     def _trim(self, cap_bytes: int) -> None:
         while self._idle and self._idle_bytes() > cap_bytes:

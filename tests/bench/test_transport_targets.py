@@ -3,6 +3,8 @@
 At 100 MiB of random float64, medians of REPEAT runs (SHARED_REPEAT for the already-shared row)
 against floors measured just before, in the same process (``make bench`` covers 1000 MiB):
 - the executor's warm round trip over floor (a) (one copy into warm memory);
+- the shared memory a long-lived executor's pool holds after a burst of warm round trips (at most its
+  idle cap) and once its idle time has passed (none): bytes, not seconds;
 - its first call (fresh executor, empty pool) over floor (b) (one copy into a new segment);
 - an array already in shared memory, at 1 MiB and 100 MiB, over ``floor_shm_name`` (a bare segment
   name sent over a pipe and attached on both sides), and flat from one size to the other;
@@ -80,6 +82,13 @@ def gates_hold_in_one_of_two(measure: Callable[[], list[dict]], gate_rows: set[s
 
 def test_warm_round_trip_gate(source):
     gates_hold_in_one_of_two(lambda: measure_rows(source, ("ours warm",)), {"ours_warm"})
+
+
+def test_a_burst_leaves_at_most_the_idle_cap_and_nothing_once_idle(source):
+    gates = gates_hold_in_one_of_two(lambda: measure_rows(source, ("ours burst",)), {"ours_burst"})
+    assert {gate["target"] for gate in gates} == {
+        "gate: ours_burst holds <= its idle cap after a burst (bytes)",
+        "gate: ours_burst holds nothing once idle (bytes)"}, gates
 
 
 def test_first_call_gate(source):

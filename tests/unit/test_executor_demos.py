@@ -75,6 +75,24 @@ def test_fan_out_memory_sees_a_copy_per_worker_only_when_the_array_is_private():
 
 
 @pytest.mark.timeout(120)
+def test_one_map_call_holds_one_copy_of_an_array_it_passes_to_every_call():
+    """``map(f, [array] * n)``: one copy in /dev/shm and in the tree's PSS, where separate submits
+    (and the stdlib's map) hold one per worker."""
+    array = random_array(16 * MiB)
+    by_map = shared_memory_executor.fan_out_memory(SharedMemoryExecutor, SPAWN, 2, array, hold_seconds=0.5,
+                                                   by_map=True)
+    by_submit = shared_memory_executor.fan_out_memory(SharedMemoryExecutor, SPAWN, 2, array, hold_seconds=0.5)
+    stdlib_map = shared_memory_executor.fan_out_memory(ProcessPoolExecutor, SPAWN, 2, array, hold_seconds=0.5,
+                                                       by_map=True)
+    assert 0.7 <= by_map.pss_added_in_arrays <= 1.3, by_map.grew
+    assert by_submit.pss_added_in_arrays >= 1.7 and stdlib_map.pss_added_in_arrays >= 1.5, (
+        by_submit.grew, stdlib_map.grew)
+    shm_grew = by_map.grew["/dev/shm bytes"] / array.nbytes
+    assert 0.7 <= shm_grew <= 1.3 and by_submit.grew["/dev/shm bytes"] / array.nbytes >= 1.7, (
+        by_map.grew, by_submit.grew)
+
+
+@pytest.mark.timeout(120)
 def test_the_stdlib_keeps_the_last_pickled_task_in_this_process_until_the_next_one_is_sent():
     """Lesson 08 says so of the stdlib's third array: each worker holds its copy, and this process
     the bytes of the last task pickled, which the call queue's feeder thread keeps until it sends
