@@ -1,7 +1,8 @@
 """Each lesson's reading time and run time, in its header line and in the README's lesson map.
 
-Reading time: the words of a lesson's Markdown prose (outside collapsed ``<details>`` blocks, inline
-code and link targets) at 200 words a minute, rounded up. Run time: the seconds its last stored
+Reading time: the words a reader reads at 200 words a minute, rounded up: every Markdown cell (its
+``<details>`` blocks and inline code included; fenced code blocks, HTML tags and link targets not)
+and the Markdown the stored run renders (a conclusion written from the measurement). Run time: the seconds its last stored
 execution took at the default size, which ``tools.execute_notebooks`` records in the notebook's
 metadata (``lab.run_seconds``), rounded to 5 s. ``--write`` puts both into every lesson's header
 line (added under the title where missing) and into the README's last column; without it, the
@@ -25,19 +26,26 @@ HEADER = re.compile(r"Reading time: about \d+ min \([^)]*\) · run time: about [
 README_ROW = re.compile(r"^(\| (\d\d) \| \[[^\n]*\| )([^|\n]+)( \|)$", re.M)
 
 
+def _words(markdown: str) -> int:
+    """Words of ``markdown`` as read: fenced code blocks, HTML tags and link targets left out."""
+    text = re.sub(r"```.*?```", " ", markdown, flags=re.S)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    text = re.sub(r"<[^>]+>", " ", text)
+    return len(re.findall(r"[A-Za-z0-9][A-Za-z0-9'’.,-]*", text))
+
+
 def prose_words(notebook: dict) -> int:
-    """Words a learner reads in the Markdown cells: not the header line, <details> blocks, inline code or
-    link targets."""
+    """Words a learner reads: every Markdown cell but the header line (``<details>`` included) and
+    the Markdown the stored outputs render."""
     words = 0
     for cell in notebook["cells"]:
-        if cell["cell_type"] != "markdown":
+        if cell["cell_type"] == "markdown":
+            words += _words(HEADER.sub(" ", "".join(cell["source"])))  # the header line itself is not prose
             continue
-        text = HEADER.sub(" ", "".join(cell["source"]))  # the header line itself is not prose
-        text = re.sub(r"<details>.*?</details>", " ", text, flags=re.S)
-        text = re.sub(r"`[^`]*`", " ", text)
-        text = re.sub(r"\]\([^)]*\)", "]", text)
-        text = re.sub(r"<[^>]+>", " ", text)
-        words += len(re.findall(r"[A-Za-z0-9][A-Za-z0-9'’.,-]*", text))
+        for output in cell.get("outputs", []):
+            rendered = output.get("data", {}).get("text/markdown")
+            if rendered:
+                words += _words("".join(rendered))
     return words
 
 
