@@ -54,6 +54,14 @@ def submit_with_handles(executor, fn, array: np.ndarray, *args):
         shared.unlink()
 
 
+def segment_steps(array: np.ndarray) -> None:
+    """Steps 1 and 4 of ``submit_with_handles`` alone, no worker: a new segment made by
+    ``SharedNDArray.copy_of`` (its pages reserved and mapped in bulk), the copy, close and unlink."""
+    shared = SharedNDArray.copy_of(array)
+    shared.close()
+    shared.unlink()
+
+
 @dataclass(frozen=True)
 class RoundTrips:
     """Seconds of ``submit(echo, array).result()``: the ``first`` call of this size, ``warm`` calls, and

@@ -22,29 +22,46 @@ def array() -> np.ndarray:
     return np.random.default_rng(3).random(2**18)  # 2 MiB: over the executor's 1 MiB threshold
 
 
-def _both(method: str, call) -> tuple[list, list]:
-    """``call(executor)`` on SharedMemoryExecutor and on ProcessPoolExecutor, 2 workers each."""
-    context = mp.get_context(method)
-    with SharedMemoryExecutor(2, context) as ours, ProcessPoolExecutor(2, context) as stdlib:
+@pytest.fixture(scope="module", params=METHODS)
+def pools(request):
+    """SharedMemoryExecutor and ProcessPoolExecutor, 2 workers each, started once per start method
+    for the tests of this module. Ours keeps no idle segment (``idle_cap_bytes=0``), so that each
+    test's clean-up check finds nothing of it in /dev/shm once its arrays are gone."""
+    context = mp.get_context(request.param)
+    with SharedMemoryExecutor(2, context, idle_cap_bytes=0) as ours:
+        with ProcessPoolExecutor(2, context) as stdlib:
+            yield ours, stdlib
+
+
+@pytest.fixture
+def ours(pools):
+    yield pools[0]
+    pools[0].segment_pool.collect()  # segments back from their tasks are unlinked now
+
+
+def _both(pools, call) -> tuple[list, list]:
+    """``call(executor)`` on SharedMemoryExecutor and on ProcessPoolExecutor."""
+    ours, stdlib = pools
+    try:
         return call(ours), call(stdlib)
+    finally:
+        ours.segment_pool.collect()
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("method", METHODS)
-def test_an_array_passed_to_every_call_of_a_map_is_copied_once(method, array):
-    with SharedMemoryExecutor(2, mp.get_context(method)) as executor:
-        sums = list(executor.map(workers.sum_array, [array] * N_CALLS))
-        assert sums == [float(array.sum())] * N_CALLS
-        assert executor.segment_pool.created == 1  # one segment for the four calls
-        sums = list(executor.map(workers.sum_array, [array, array.copy()]))  # two arrays: two copies
-        assert executor.segment_pool.created + executor.segment_pool.reused == 3
+def test_an_array_passed_to_every_call_of_a_map_is_copied_once(ours, array):
+    before = ours.segment_pool.created
+    sums = list(ours.map(workers.sum_array, [array] * N_CALLS))
+    assert sums == [float(array.sum())] * N_CALLS
+    assert ours.segment_pool.created == before + 1  # one segment for the four calls
+    list(ours.map(workers.sum_array, [array, array.copy()]))  # two arrays: two copies
+    assert ours.segment_pool.created == before + 3
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("method", METHODS)
-def test_writes_into_the_shared_copy_stay_in_each_task_as_with_the_stdlib(method, array):
-    ours, stdlib = _both(method, lambda executor: list(executor.map(workers.add_one_in_place,
-                                                                     [array] * N_CALLS)))
+def test_writes_into_the_shared_copy_stay_in_each_task_as_with_the_stdlib(pools, array):
+    ours, stdlib = _both(pools, lambda executor: list(executor.map(workers.add_one_in_place,
+                                                                    [array] * N_CALLS)))
     for mine, theirs in zip(ours, stdlib, strict=True):
         np.testing.assert_array_equal(mine, theirs)
         np.testing.assert_array_equal(mine, array + 1)  # no task saw another's write
@@ -53,13 +70,12 @@ def test_writes_into_the_shared_copy_stay_in_each_task_as_with_the_stdlib(method
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("method", METHODS)
-def test_results_that_return_the_argument_and_chunks_match_the_stdlib(method, array):
+def test_results_that_return_the_argument_and_chunks_match_the_stdlib(pools, array):
     def echoes(executor):
         return (list(executor.map(workers.echo, [array] * N_CALLS)),
                 list(executor.map(workers.echo, [array] * 3, chunksize=2)))
 
-    (ours, ours_chunked), (stdlib, stdlib_chunked) = _both(method, echoes)
+    (ours, ours_chunked), (stdlib, stdlib_chunked) = _both(pools, echoes)
     for mine, theirs in zip(ours + ours_chunked, stdlib + stdlib_chunked, strict=True):
         np.testing.assert_array_equal(mine, theirs)
         assert mine.flags.writeable == theirs.flags.writeable and mine.dtype == theirs.dtype
