@@ -4,9 +4,9 @@ Reading time: the words a reader reads at 200 words a minute, rounded up: every 
 ``<details>`` blocks and inline code included; fenced code blocks, HTML tags and link targets not)
 and the Markdown the stored run renders (a conclusion written from the measurement). Run time: the
 seconds its last stored execution took at the default size, which ``tools.execute_notebooks``
-records in the notebook's metadata (``lab.run_seconds``), rounded to 5 s. ``--write`` puts both into every lesson's header
-line (added under the title where missing) and into the README's last column; without it, the
-command lists what differs and exits 1 (the unit tests run it that way).
+records in the notebook's metadata (``lab.run_seconds``), rounded to 5 s. ``--write`` puts both into
+every lesson's header line (added under the title where missing) and into the README's last column;
+without it, the command lists what differs and exits 1 (the unit tests run it that way).
 
     python -m tools.lesson_times --write
 """
