@@ -27,6 +27,7 @@ import psutil
 from helpers.lessons import workers
 from helpers.lessons.demos import SETTLE_SECONDS, hold, increase
 from helpers.lessons.exercises import Exercise
+from helpers.measure import copy_floors
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.timing import Timing, stopwatch, time_it
@@ -63,31 +64,79 @@ def segment_steps(array: np.ndarray) -> None:
 
 
 @dataclass(frozen=True)
+class CallAndParts:
+    """Seconds of a hand-built call and of what it contains, measured in turns (one run of each per
+    round, so that a busy moment of the machine slows all four, not one): ``warm``, floor (a);
+    ``new_segment``, floor (b) (the copy alone, its pages faulted in one by one); ``segment_steps``,
+    steps 1 and 4 alone (``segment_steps``); ``call``, one ``submit_with_handles``."""
+
+    warm: Timing
+    new_segment: Timing
+    segment_steps: Timing
+    call: Timing
+
+
+def time_call_and_parts(executor, array: np.ndarray, repeat: int = 5) -> CallAndParts:
+    """``CallAndParts`` of ``array`` on ``executor`` (a stdlib pool): ``repeat`` rounds after one
+    untimed round; the call runs ``workers.array_nbytes``, which does nothing with the array."""
+    target = np.empty_like(array)
+    target.fill(1)  # floor (a)'s buffer: mapped and touched
+    runs: dict[str, list[float]] = {"warm": [], "new_segment": [], "segment_steps": [], "call": []}
+    for round_number in range(repeat + 1):
+        with stopwatch() as warm:
+            np.copyto(target, array)
+        new_segment, _ = copy_floors.new_segment_copy(array)
+        with stopwatch() as steps:
+            segment_steps(array)
+        with stopwatch() as call:
+            submit_with_handles(executor, workers.array_nbytes, array)
+        if round_number:  # the first round warms the paths up
+            for name, seconds in (("warm", warm.seconds), ("new_segment", new_segment),
+                                  ("segment_steps", steps.seconds), ("call", call.seconds)):
+                runs[name].append(seconds)
+    return CallAndParts(**{name: Timing(tuple(seconds)) for name, seconds in runs.items()})
+
+
+@dataclass(frozen=True)
 class RoundTrips:
-    """Seconds of ``submit(echo, array).result()``: the ``first`` call of this size, ``warm`` calls, and
-    calls with the array already in a SharedNDArray (``shared``; None when not measured)."""
+    """Seconds of ``submit(echo, array).result()``: the ``first`` call of this size, ``warm`` calls,
+    calls with the array already in a SharedNDArray (``shared``; None when not measured), and floor
+    (a), a copy of the array into warm memory timed in turns with the warm calls (``warm_copy``)."""
 
     first: float
     warm: Timing
     shared: Timing | None
+    warm_copy: Timing
 
 
 def time_round_trips(executor, array: np.ndarray, repeat: int = 5, warmup: int = 1,
                      shared: bool = True) -> RoundTrips:
-    """Time round trips of ``array`` through ``executor`` (its start-up excluded: a tiny task first)."""
+    """Time round trips of ``array`` through ``executor`` (its start-up excluded: a tiny task first);
+    each warm call is followed by one warm copy of the array (floor (a)), so both see the same moments."""
     executor.submit(workers.echo, None).result()
+    target = np.empty_like(array)
+    target.fill(1)
 
     def round_trip(value=array) -> None:
         executor.submit(workers.echo, value).result()
 
     with stopwatch() as first:
         round_trip()
-    warm = time_it(round_trip, repeat=repeat, warmup=warmup)
+    for _ in range(warmup):
+        round_trip()
+    warm, copies = [], []
+    for _ in range(repeat):
+        with stopwatch() as trip:
+            round_trip()
+        with stopwatch() as copy:
+            np.copyto(target, array)
+        warm.append(trip.seconds)
+        copies.append(copy.seconds)
     already = None
     if shared:
         with SharedNDArray.copy_of(array) as in_shared_memory:
             already = time_it(lambda: round_trip(in_shared_memory.array), repeat=repeat, warmup=warmup)
-    return RoundTrips(first.seconds, warm, already)
+    return RoundTrips(first.seconds, Timing(tuple(warm)), already, Timing(tuple(copies)))
 
 
 @dataclass(frozen=True)

@@ -58,9 +58,19 @@ def test_round_trips_of_both_executors():
         trips = shared_memory_executor.time_round_trips(ours, array, repeat=2)
         assert ours.segment_pool.created == 1 and ours.segment_pool.reused >= 2  # first call made it
     assert trips.first > 0 and len(trips.warm.runs) == 2 and trips.shared is not None
+    assert len(trips.warm_copy.runs) == 2  # floor (a), timed in turns with the warm calls
     with ProcessPoolExecutor(1, mp_context=SPAWN) as stdlib:
         stdlib_trips = shared_memory_executor.time_round_trips(stdlib, array, repeat=2, shared=False)
     assert stdlib_trips.shared is None and stdlib_trips.warm.median > 0
+
+
+def test_a_hand_built_call_and_what_it_contains_are_timed_in_turns():
+    array = random_array(4 * MiB)
+    with ProcessPoolExecutor(1, mp_context=SPAWN) as pool:
+        parts = shared_memory_executor.time_call_and_parts(pool, array, repeat=2)
+    timings = (parts.warm, parts.new_segment, parts.segment_steps, parts.call)
+    assert all(len(timing.runs) == 2 for timing in timings), timings
+    assert parts.call.min > parts.warm.min  # a call copies the array into new pages, then a round trip
 
 
 def test_fan_out_memory_sees_a_copy_per_worker_only_when_the_array_is_private():
