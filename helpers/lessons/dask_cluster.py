@@ -367,7 +367,7 @@ def _copies_check(answer, store_copies: int, n_workers: int) -> str | None:
         return f"answer with a whole number of copies, got {answer!r}"
     if answer != store_copies:
         return (f"the workers' data stores held {store_copies} copies on {n_workers} workers; "
-                "broadcast=True gives every worker its own (Ray's store keeps one per machine)")
+                "broadcast=True gives every worker its own (Ray's store keeps one per node)")
     return None
 
 
@@ -378,7 +378,7 @@ EXERCISE = Exercise(
     check=_copies_check,
     solution=lambda store_copies, n_workers: store_copies,
     explanation="broadcast=True sends the array to one worker, and the others fetch it from there: "
-                "one copy in each worker process, where Ray's object store keeps one per machine.",
+                "one copy in each worker process, where Ray's object store keeps one per node.",
 )
 
 

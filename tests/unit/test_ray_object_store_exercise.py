@@ -12,7 +12,7 @@ MEASURED = {"store_copies": N_WORKERS, "n_workers": N_WORKERS}  # one copy per w
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (1, "held 2 copies on 2 workers"),  # Ray's answer: one per machine
+    (1, "held 2 copies on 2 workers"),  # Ray's answer: one per node
     (2 * N_WORKERS, "held 2 copies on 2 workers"),  # one per task
     ("one per worker", "whole number"),
     (True, "whole number"),
