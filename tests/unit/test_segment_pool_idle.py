@@ -109,7 +109,7 @@ def test_close_ends_the_thread_at_once_and_unlinks_everything():
     pool.collect()
     started = time.monotonic()
     pool.close()
-    assert time.monotonic() - started < 5.0  # it waited an hour's sleep otherwise
+    assert time.monotonic() - started < 30.0  # not the hour the thread would sleep: it was woken
     assert not _expiry_threads() and not any(_exists(name) for name in names)
 
 
