@@ -18,7 +18,7 @@ import numpy as np
 from helpers.lessons import workers
 from helpers.lessons.shared_memory import nansum_field_slice, run_python
 from helpers.measure.memory import MemoryReport, track_memory
-from helpers.measure.timing import Timing, time_it
+from helpers.measure.timing import Timing, time_in_turns, time_it
 from sharedarrays.shm import SharedNDArray, attach
 
 TICKERS = ("AAPL", "MSFT", "NVDA", "GOOGL", "AMZN", "BRK.B", "TSLA", "SPY")
@@ -55,13 +55,14 @@ def make_table(n_rows: int, text: str = "bytes") -> np.ndarray:
     return table
 
 
-def time_table_fan_outs(context, n_workers: int, n_rows: int, repeat: int = 3
+def time_table_fan_outs(context, n_workers: int, n_rows: int, repeat: int = 5
                         ) -> tuple[dict[str, Timing], dict[str, list[float]]]:
     """Seconds of one fan-out of the whole table to each of ``n_workers`` workers, which return
     ``np.nansum`` of its prices: pickled with each text kind, or copied into a new segment whose
     handle each task carries (segment creation and copy included), and the object kind pickled again
     with tracemalloc tracing this process, as the post timed it (unless it traces already). Pool
-    start-up is excluded.
+    start-up is excluded. The three ways are timed in turns (one call of each per round), so that a
+    busy moment of the machine slows one call of each, not every call of one.
     Returns the timings and the sums of the untimed first run of each way, by way."""
     tables = {kind: make_table(n_rows, kind) for kind in TEXT_KINDS}
 
@@ -79,7 +80,7 @@ def time_table_fan_outs(context, n_workers: int, n_rows: int, repeat: int = 3
             SHARED: lambda: shared_fan_out(pool),
         }
         sums = {way: fan_out() for way, fan_out in ways.items()}  # untimed: the warm-up, checked
-        timings = {way: time_it(fan_out, repeat=repeat, warmup=0) for way, fan_out in ways.items()}
+        timings = time_in_turns(ways, repeat=repeat)
         if not tracemalloc.is_tracing():  # tracing already: every way above was traced, none to compare
             tracemalloc.start()  # as the post did: tracing on while it timed (start and stop untimed)
             try:

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from helpers.measure.timing import Timing, stopwatch, time_it
+from helpers.measure.timing import Timing, stopwatch, time_in_turns, time_it
 from helpers.measure.units import GiB, KiB, MiB, format_bytes, format_rate, format_seconds
 
 
@@ -25,6 +25,18 @@ def test_a_slow_first_call_is_left_out_by_the_warmup():
 
     timing = time_it(slow_once, repeat=3, warmup=1)
     assert timing.max < 0.1
+
+
+def test_time_in_turns_runs_one_call_of_each_way_per_round_and_times_each_apart():
+    order = []
+    timings = time_in_turns({"fast": lambda: order.append("fast"),
+                             "slow": lambda: (order.append("slow"), time.sleep(0.02))},
+                            repeat=3, warmup=1)
+    assert order == ["fast", "slow"] * 4  # the warm-up round, then three timed rounds, in turns
+    assert len(timings["fast"].runs) == len(timings["slow"].runs) == 3
+    assert timings["slow"].min >= 0.02 > timings["fast"].max  # each way's own time, not the round's
+    with pytest.raises(ValueError):
+        time_in_turns({"x": lambda: None}, repeat=0)
 
 
 def test_timing_statistics():
