@@ -22,11 +22,12 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 SOLVED := LAB_SOLVE_EXERCISES=1
 NBVAL := $(SOLVED) $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 
-.PHONY: help setup lab test lint unit before-timed bench-check test-notebooks test-browser-and-site test-forkserver test-binder test-browser site test-site notebooks bench clean
+.PHONY: help setup lab test lint unit library-setup library-test library-torch before-timed bench-check test-notebooks test-browser-and-site test-forkserver test-binder test-browser site test-site notebooks bench clean
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
 	@echo "make test       set up .venv, then lint, unit tests, bench targets, the notebooks under nbval, and the learner's path on Binder in a browser"
+	@echo "make library-test  the take-home library's own tests, in a venv with only it, NumPy and pytest"
 	@echo "make bench      rerun the benchmark on this machine and compare with the reference in results/"
 	@echo "make test-forkserver  every lesson with LAB_START_METHOD=forkserver (Python 3.14's Linux default)"
 	@echo "make test-binder  the lessons under nbval on a Binder-sized machine (64 MiB /dev/shm, 1 CPU; root)"
@@ -72,6 +73,27 @@ lint: $(INSTALLED)
 UNIT_PATHS ?= tests/unit
 unit: $(INSTALLED)
 	$(BIN)/pytest --durations=40 $(UNIT_PATHS) $(UNIT_ARGS)
+
+# The take-home library's own tests (library/tests): they import nothing of the course, and run in a
+# venv of their own with only the library (editable, from library/), NumPy and pytest, made from
+# PYTHON (LIBRARY_VENV), from library/, so that nothing of the course is importable there. torch's
+# cases are skipped there, saying so: library-torch runs them in the course's venv, which has torch.
+# LIBRARY_ARGS: more pytest arguments (.ci/run leaves the fault matrix to the default Python).
+LIBRARY_VENV ?= $(VENV)-library
+LIBRARY_PYTEST := pytest==9.2.0
+LIBRARY_ARGS ?=
+$(LIBRARY_VENV)/.installed: library/pyproject.toml
+	test -x $(LIBRARY_VENV)/bin/python || $(PYTHON) -m venv $(LIBRARY_VENV)
+	$(LIBRARY_VENV)/bin/python -m pip install --quiet -e ./library "$(LIBRARY_PYTEST)"
+	touch $@
+
+library-setup: $(LIBRARY_VENV)/.installed
+
+library-test: $(LIBRARY_VENV)/.installed
+	cd library && $(abspath $(LIBRARY_VENV))/bin/python -m pytest --durations=20 $(LIBRARY_ARGS)
+
+library-torch: $(INSTALLED)
+	cd library && $(abspath $(BIN))/python -m pytest -k torch $(LIBRARY_ARGS)
 
 # CI's performance gates of the executor and the reductions at 100 MiB (about 30 s): ratios to floors
 # measured in the same run, with a margin over the worst healthy run (results/README.md); the issue's
@@ -153,7 +175,9 @@ test-site: $(INSTALLED)
 # every kernel left running), and .ci/run makes test-notebooks its forkserver pass on Python 3.13
 # (NOTEBOOK_VENV, NOTEBOOK_START_METHOD).
 # Each stage runs in turn and prints its time (CI's budget is 40 minutes); the first failure stops.
-TEST_STAGES := setup lint unit before-timed bench-check test-notebooks test-browser-and-site
+# LIBRARY_STAGES: .ci/run runs them itself, beside the unit tests, and empties it.
+LIBRARY_STAGES ?= library-test library-torch
+TEST_STAGES := setup lint unit $(LIBRARY_STAGES) before-timed bench-check test-notebooks test-browser-and-site
 test:
 	@started=$$(date +%s); for stage in $(TEST_STAGES); do stage_start=$$(date +%s); \
 		$(MAKE) --no-print-directory $$stage || { echo "== make $$stage failed after $$(( $$(date +%s) - stage_start )) s"; exit 1; }; \

@@ -7,6 +7,8 @@ still makes the dependency). The library may import only the standard library an
 only in a module that the rest of the library imports inside a function (so torch loads only when
 asked for). No module may import a private name (``_name``) of another layer, and no two modules
 may import each other, directly or through others (function-level imports count here too).
+The library's own tests (``library/tests``, beside the package) import only the standard library,
+NumPy, pytest, torch, ``sharedarrays`` and their own modules.
 ``python -m tools.check_layers [HELPERS_DIR [LIBRARY_DIR]]`` prints each violation with its file
 and line and exits 1 if there is any (``make lint`` runs it).
 """
@@ -133,6 +135,33 @@ def violations(root: Path, library: Path | None = None) -> list[str]:
     return problems
 
 
+LIBRARY_TESTS_THIRD_PARTY = {"numpy", "pytest", "torch"}  # torch: its cases skip where it is missing
+
+
+def library_test_violations(tests: Path) -> list[str]:
+    """Every import in the library's own tests (``library/tests``) of anything but the standard
+    library, NumPy, pytest, torch, ``sharedarrays`` and the modules beside them: they must run in a
+    venv with only the library, NumPy and pytest, so never import the course's ``helpers`` or ``tests``."""
+    problems = []
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    beside = {path.stem for path in tests.glob("*.py")}
+    for path in sorted(tests.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in stdlib | LIBRARY_TESTS_THIRD_PARTY | beside | {"sharedarrays"}:
+                    where = f"{tests.parent.name}/{tests.name}/{path.name}:{node.lineno}"
+                    problems.append(f"{where}: the library's tests import {name}: only the standard "
+                                    "library, NumPy, pytest, torch, sharedarrays and the modules beside them")
+    return problems
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Cycles among imports (one per strongly connected set of modules)."""
     index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
@@ -170,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args[0] if args else REPOSITORY / "helpers").resolve()
     library = Path(args[1] if len(args) > 1 else REPOSITORY / "library" / "sharedarrays").resolve()
     problems = violations(root, library)
+    if (library.parent / "tests").is_dir():
+        problems += library_test_violations(library.parent / "tests")
     for problem in problems:
         print(problem)
     print(f"import contract of {library.name}/ and {root.name}/ ({' <- '.join(LAYERS)}): "

@@ -59,7 +59,10 @@ def active_way() -> str | None:
 
 def share_arrays_with_torch() -> None:
     """Send every ndarray through a shared torch storage (first share: one copy; already shared:
-    none). Imports torch now; raises ImportError with the alternative if it is not installed."""
+    none). Imports torch now; raises ImportError with the alternative if it is not installed
+    (after the RuntimeError for the other way already active, which torch would not change)."""
+    with _lock:
+        _refuse_another_way("torch")
     try:
         from sharedarrays import torch_reduction
     except ImportError as error:
@@ -141,17 +144,22 @@ def shared_memory_pool() -> SegmentPool | None:
     return lent_segments.current_pool()
 
 
+def _refuse_another_way(how: str) -> None:
+    """Raise RuntimeError if a way other than ``how`` is active (the caller holds ``_lock``)."""
+    if _active_way not in (None, how):
+        raise RuntimeError(
+            f"arrays are already shared the {_active_way!r} way; call stop_sharing_arrays() first "
+            "(ForkingPickler holds one reduction per type)"
+        )
+
+
 def _start(how: str, reducer: Callable, idle_cap_bytes: int | None = None,
            idle_seconds: float | None = None) -> None:
     global _active_way, _our_reducer, _previous_reducer
     with _lock:
         if _active_way == how:
             return
-        if _active_way is not None:
-            raise RuntimeError(
-                f"arrays are already shared the {_active_way!r} way; call stop_sharing_arrays() first "
-                "(ForkingPickler holds one reduction per type)"
-            )
+        _refuse_another_way(how)
         _previous_reducer = ForkingPickler._extra_reducers.get(np.ndarray, _MISSING)
         if how == "shared_memory":
             lent_segments.set_pool(SegmentPool(idle_cap_bytes, idle_seconds))

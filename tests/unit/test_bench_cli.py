@@ -262,7 +262,6 @@ def test_ctrl_c_in_the_strategies_suite_shuts_everything_down_and_exits_130(tmp_
     assert live_processes_in_group(pid) == []
 
 
-@pytest.mark.default_python_only
 @pytest.mark.skipif(ray_session.ray_installed() is not None, reason=str(ray_session.ray_installed()))
 @pytest.mark.timeout(300)
 def test_ctrl_c_while_a_ray_strategy_runs_shuts_ray_down_and_exits_130(tmp_path):

@@ -24,7 +24,7 @@ ARRAY_BYTES = 8 * MiB
 N_WORKERS = 2
 # loky's clean-up runs on its own threads and processes: on a machine shared with another Python's
 # run it can outlast a test, so CI runs these on the default Python only (lesson 06 runs joblib on 3.13).
-pytestmark = [pytest.mark.timeout(180), pytest.mark.default_python_only]
+pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture

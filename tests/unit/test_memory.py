@@ -143,7 +143,6 @@ def test_steady_takes_pss_and_uss_from_exact_samples_and_rss_from_all():
     assert report.steady("start", "end").pss == 90
 
 
-@pytest.mark.default_python_only  # a CPU or PSS budget: needs the machine to itself
 def test_a_child_started_after_tracking_began_is_seen():
     with track_memory(trace_python=False) as report:
         time.sleep(0.05)
@@ -168,7 +167,6 @@ def test_a_child_started_after_tracking_began_is_seen():
     assert report.peak_pss >= report.baseline.pss + 32 * MiB
 
 
-@pytest.mark.default_python_only  # a CPU or PSS budget: needs the machine to itself
 def test_sampler_costs_under_five_percent_of_one_core_at_its_default_interval():
     release = SPAWN.Event()
     readies = [SPAWN.Event() for _ in range(2)]
@@ -195,7 +193,6 @@ def test_sampler_costs_under_five_percent_of_one_core_at_its_default_interval():
     assert report.exact_samples >= 2
 
 
-@pytest.mark.default_python_only  # a CPU or PSS budget: needs the machine to itself
 def test_the_sampler_samples_while_a_tree_changes():
     """Workers starting and attaching force exact reads; the CPU budget must still leave samples."""
     with track_memory(trace_python=False) as report:

@@ -151,7 +151,6 @@ def test_the_refusal_says_what_to_do():
     assert "spawn or forkserver" in message and "restart the kernel" in message
 
 
-@pytest.mark.default_python_only
 @needs_fork
 @pytest.mark.timeout(900)
 def test_every_strategy_then_the_showdown_run_in_one_process_which_never_runs_ray_and_forks_only_before_it(

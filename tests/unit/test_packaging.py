@@ -104,6 +104,17 @@ def test_the_import_contract_holds():
     assert check_layers.violations(ROOT / "helpers", ROOT / "library" / "sharedarrays") == []
 
 
+def test_the_librarys_tests_import_nothing_of_the_course(tmp_path):
+    assert check_layers.library_test_violations(ROOT / "library" / "tests") == []
+    copy = tmp_path / "tests"
+    shutil.copytree(ROOT / "library" / "tests", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with (copy / "test_shm.py").open("a") as module:
+        module.write("\n\ndef _late():\n    from helpers.lessons import workers\n    return workers\n")
+    problems = check_layers.library_test_violations(copy)
+    assert len(problems) == 1
+    assert "tests/test_shm.py" in problems[0] and "import helpers.lessons" in problems[0]
+
+
 def _copy_of_helpers(tmp_path: Path) -> Path:
     """A copy of ``helpers/`` and of the library beside it, as ``tmp/helpers`` and ``tmp/sharedarrays``."""
     copy = tmp_path / "helpers"

@@ -49,8 +49,13 @@ def makefile_targets(makefile: str) -> set[str]:
 
 
 def make_test_stages(makefile: str) -> list[str]:
-    """The stages make test runs in turn (TEST_STAGES)."""
-    return re.search(r"^TEST_STAGES := (.+)$", makefile, re.M).group(1).split()
+    """The stages make test runs in turn (TEST_STAGES, a variable in it expanded to its default)."""
+    stages = []
+    for stage in re.search(r"^TEST_STAGES := (.+)$", makefile, re.M).group(1).split():
+        variable = re.fullmatch(r"\$\((\w+)\)", stage)
+        stages += (re.search(rf"^{variable.group(1)} \??= *(.*)$", makefile, re.M).group(1).split()
+                   if variable else [stage])
+    return stages
 
 
 def recipe_make_calls(makefile: str, target: str) -> set[str]:

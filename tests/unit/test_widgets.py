@@ -50,7 +50,6 @@ def test_clicking_run_measures_draws_both_plots_and_leaves_nothing_behind():
     assert not leftovers.new_since(before)
 
 
-@pytest.mark.default_python_only
 @pytest.mark.skipif(not fork_copy_on_write.has_fork(), reason="this platform cannot fork")
 @pytest.mark.timeout(600)
 def test_a_second_run_after_ray_still_forks_because_ray_never_runs_in_the_kernel():

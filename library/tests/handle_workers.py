@@ -1,5 +1,5 @@
-"""Tasks for tests/unit/test_shared_ndarray_pickling.py: a spawn or forkserver worker imports them
-by module name (pytest puts tests/unit on ``sys.path``, which children inherit)."""
+"""Tasks for test_shared_ndarray_pickling.py: a spawn or forkserver worker imports them by module
+name (pytest puts this folder on ``sys.path``, which children inherit)."""
 
 from __future__ import annotations
 

@@ -17,14 +17,15 @@ import subprocess
 import sys
 from multiprocessing.reduction import ForkingPickler
 
+import array_workers as workers
 import numpy as np
 import pytest
+from optional_torch import TORCH
 
-from helpers.lessons import workers
 from sharedarrays import lent_segments, reducers
 from sharedarrays.shm import SharedNDArray, handle_of
 
-WAYS = ("torch", "shared_memory")
+WAYS = (TORCH, "shared_memory")
 RECORD = np.dtype([("when", "M8[s]"), ("price", ">f4"), ("ticker", "U3")])
 SPAWN = mp.get_context("spawn")
 
@@ -74,8 +75,7 @@ def nothing_shared_after():
 
 
 def test_importing_reducers_does_not_import_torch():
-    code = ("import sys, sharedarrays.reducers, helpers.lessons.pickler_reductions_torch; "
-            "print('torch' in sys.modules)")
+    code = "import sys, sharedarrays.reducers; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 

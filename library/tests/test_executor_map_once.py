@@ -7,10 +7,10 @@ from __future__ import annotations
 import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
 
+import array_workers as workers
 import numpy as np
 import pytest
 
-from helpers.lessons import workers
 from sharedarrays import SharedMemoryExecutor
 
 METHODS = ["fork", "spawn", "forkserver"]

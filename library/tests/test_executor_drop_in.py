@@ -13,10 +13,10 @@ import pickle
 import types
 from concurrent.futures import ProcessPoolExecutor
 
+import array_workers as workers
 import numpy as np
 import pytest
 
-from helpers.lessons import workers
 from sharedarrays.executor import SharedMemoryExecutor
 from sharedarrays.shm import SharedNDArray, handle_of
 

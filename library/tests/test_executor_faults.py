@@ -26,7 +26,6 @@ from private_shm import needs_private_tmpfs, run_in_private_dev_shm
 pytestmark = pytest.mark.fault_matrix  # .ci/run: the default Python runs it; the others skip it for time
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 
 SURVIVED = ["exception", "cancel", "shutdown", "worker SIGKILL"]  # the program goes on and exits
 STOPPED = ["parent SIGKILL", "Ctrl-C"]  # the program is stopped while it waits for a result
@@ -38,7 +37,7 @@ PROGRAM = """
     import gc, json, multiprocessing as mp, os, sys
     import numpy as np
     from fault_workers import announce_then_hold
-    from helpers.lessons import workers
+    import array_workers as workers
     from sharedarrays.executor import SharedMemoryExecutor
     from sharedarrays.room import SEGMENT_PREFIX
     MiB = 1 << 20
@@ -85,7 +84,6 @@ PROGRAM = """
 
 DRIVER = r"""
     import json, os, queue, shutil, signal, subprocess, sys, tempfile, threading, time
-    import psutil
 
     fault, method, program = sys.argv[1:]
     began = time.monotonic()
@@ -97,12 +95,17 @@ DRIVER = r"""
     def alive_in_session(session):
         '''Processes of the session that still run (a zombie has exited: it is only not reaped yet).'''
         found = []
-        for process in psutil.process_iter(["name", "cmdline", "status"]):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
             try:
-                if os.getsid(process.pid) == session and process.info["status"] != psutil.STATUS_ZOMBIE:
-                    command = " ".join(process.info["cmdline"] or [process.info["name"]])
-                    found.append(f"{process.pid} {command[:200]}")
-            except (OSError, psutil.Error):
+                with open(f"/proc/{entry}/stat") as stat:
+                    state = stat.read().rsplit(")", 1)[1].split()[0]  # after the command's name
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    command = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                if os.getsid(int(entry)) == session and state != "Z":
+                    found.append(f"{entry} {command[:200]}")
+            except OSError:  # it ended meanwhile
                 pass
         return found
 
@@ -193,7 +196,7 @@ DRIVER = r"""
 
 def run_fault(fault: str, method: str, shm_size: str) -> dict:
     """Run ``DRIVER`` for one case in a private /dev/shm of ``shm_size``; its report."""
-    path = os.pathsep.join(filter(None, [str(REPO), str(HERE), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     done = run_in_private_dev_shm(DRIVER, fault, method, textwrap.dedent(PROGRAM), size=shm_size, timeout=120,
                                   env={**os.environ, "PYTHONPATH": path})
     assert done.returncode == 0 and done.stdout, done.stderr

@@ -1,7 +1,7 @@
-"""Tasks for tests/unit/test_executor_conformance.py that ``helpers.lessons.workers`` lacks.
+"""Tasks for test_executor_conformance.py that ``array_workers`` lacks.
 
 A spawn or forkserver worker imports a task by module name, so they live here, not in the test
-file: pytest puts tests/unit on ``sys.path`` (rootdir conftest, no ``__init__.py``) and a spawned
+file: pytest puts this folder on ``sys.path`` (rootdir conftest, no ``__init__.py``) and a spawned
 child or the forkserver inherits the parent's ``sys.path``.
 """
 
@@ -47,6 +47,22 @@ def fail_when(fail: bool, payload: np.ndarray) -> int:
 def pid_and_nbytes(payload: np.ndarray) -> tuple[int, int]:
     """This worker's pid and how many bytes of payload it received."""
     return os.getpid(), int(payload.nbytes)
+
+
+GATE_LIMIT_SECONDS = 60.0  # a gate the test forgot to open fails the task instead of holding the pool
+
+
+def held_then_nbytes(gate: str, payload: np.ndarray) -> int:
+    """Hold the payload until the file ``gate`` exists (the test makes it: "open the gate"), then
+    return its size in bytes. A test that needs a task still running, or not done yet, holds it on
+    a gate rather than on a sleep, which a busy machine may outlast. Raises TimeoutError after
+    ``GATE_LIMIT_SECONDS``."""
+    deadline = time.monotonic() + GATE_LIMIT_SECONDS
+    while not os.path.exists(gate):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the gate {gate} was never opened")
+        time.sleep(0.005)
+    return int(payload.nbytes)
 
 
 def sleep_then_nbytes(seconds: float, payload: np.ndarray) -> int:

@@ -15,10 +15,10 @@ import os
 import pathlib
 import time
 
+import array_workers as workers
 import numpy as np
 import pytest
 
-from helpers.lessons import workers
 from sharedarrays._segments import process_alive
 from sharedarrays.executor import SharedMemoryExecutor
 from sharedarrays.segment_holds import release_every_hold

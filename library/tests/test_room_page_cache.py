@@ -10,8 +10,7 @@ import sys
 import textwrap
 
 import pytest
-
-from tests.browser.memory_cgroup import memory_cgroup
+from memory_cgroup import memory_cgroup
 
 MiB = 1 << 20
 LIMIT_BYTES = 512 * MiB
@@ -57,7 +56,7 @@ def test_page_cache_in_a_memory_cgroup_counts_as_available(tmp_path):
                                str(FILE_BYTES), str(ARRAY_BYTES)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) as child:
-            cgroup.add(child.pid)
+            (cgroup / "cgroup.procs").write_text(str(child.pid))
             stdout, stderr = child.communicate("go\n", timeout=100)
     finally:
         made.__exit__(None, None, None)

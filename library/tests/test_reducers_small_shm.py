@@ -8,14 +8,15 @@ pickles with its own dispatch table: with a reduction active, it ships arrays as
 from __future__ import annotations
 
 import pytest
+from optional_torch import TORCH
 from private_shm import needs_private_tmpfs, run_in_private_dev_shm
 
 EIGHT_MIB = """
     import multiprocessing as mp, os, sys
     import numpy as np
     from concurrent.futures import ProcessPoolExecutor
-    from helpers.lessons import workers
-    from helpers.lessons.demos import notices_of_sharedarrays
+    import array_workers as workers
+    from logged_notices import notices_of_sharedarrays
     from sharedarrays import SharedMemoryExecutor, sharing_arrays
 
     if __name__ == "__main__":
@@ -37,7 +38,7 @@ EIGHT_MIB = """
 
 @needs_private_tmpfs
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("way", ["shared_memory", "torch"])
+@pytest.mark.parametrize("way", ["shared_memory", TORCH])
 def test_a_reduction_that_finds_no_room_pickles_the_array_as_usual_and_says_so_once(way):
     done = run_in_private_dev_shm(EIGHT_MIB, way, size="8m", timeout=170)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -49,7 +50,7 @@ def test_a_reduction_that_finds_no_room_pickles_the_array_as_usual_and_says_so_o
 BOTH_ON = """
     import multiprocessing as mp, os
     import numpy as np
-    from helpers.lessons import workers
+    import array_workers as workers
     from sharedarrays import SharedMemoryExecutor, reducers
 
     if __name__ == "__main__":

@@ -18,7 +18,7 @@ import pytest
 PROGRAM = """
     import multiprocessing as mp, os, time
     import numpy as np
-    from helpers.lessons import workers
+    import array_workers as workers
     from sharedarrays.executor import SharedMemoryExecutor
     from sharedarrays.room import SEGMENT_PREFIX
     from sharedarrays.shm import handle_of

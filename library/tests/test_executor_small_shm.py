@@ -16,8 +16,8 @@ PROGRAM = """
     import multiprocessing as mp, os, sys
     import numpy as np
     from concurrent.futures import ProcessPoolExecutor
-    from helpers.lessons import workers
-    from helpers.lessons.demos import notices_of_sharedarrays
+    import array_workers as workers
+    from logged_notices import notices_of_sharedarrays
     from sharedarrays.executor import SharedMemoryExecutor
     MiB = 1 << 20
 
@@ -68,8 +68,8 @@ def test_what_the_stdlib_runs_in_64_mib_ours_runs_too(method):
 ARGUMENT_TOO_BIG = """
     import multiprocessing as mp, os, warnings
     import numpy as np
-    from helpers.lessons import workers
-    from helpers.lessons.demos import notices_of_sharedarrays
+    import array_workers as workers
+    from logged_notices import notices_of_sharedarrays
     from sharedarrays.executor import SharedMemoryExecutor
     from sharedarrays.shm import SharedNDArray
     if __name__ == "__main__":
@@ -98,7 +98,7 @@ def test_an_argument_that_does_not_fit_is_pickled_and_said_once_even_under_warni
 TOO_BIG_FOR_RAM_TOO = """
     import multiprocessing as mp, os
     import numpy as np
-    from helpers.lessons import workers
+    import array_workers as workers
     from sharedarrays.executor import SharedMemoryExecutor
     from sharedarrays.room import available_memory
     if __name__ == "__main__":

@@ -4,7 +4,7 @@ Each program runs on arrays of several dtypes (structured ones included), both b
 order, non-contiguous views, 0-d and empty arrays, read-only ones, nested in containers and passed
 twice, through the stdlib's executor and ours (spawn). What the worker receives and what the caller
 gets back must agree in values, dtype and byte order, memory order, writability, identity within
-one call and (for distinct arrays) not sharing memory (``helpers.lessons.workers.describe_arrays``).
+one call and (for distinct arrays) not sharing memory (``array_workers.describe_arrays``).
 With ``min_shared_bytes=1`` every non-empty array crosses through shared memory; with the default
 only the big ones do; results passed back in and written by workers behave as the stdlib's. Arrays the
 caller already shares (a SharedNDArray) differ by design and are
@@ -17,10 +17,10 @@ import multiprocessing as mp
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 
+import array_workers as workers
 import numpy as np
 import pytest
 
-from helpers.lessons import workers
 from sharedarrays.executor import SharedMemoryExecutor
 
 BIG = 2**20 // 8 * 2  # float64 items in 2 MiB: above the 1 MiB default threshold

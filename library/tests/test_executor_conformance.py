@@ -10,8 +10,8 @@ traceback, chained cause) and a killed worker. Where the start method matters, t
 under several. Expected values are what the stdlib does; a test that passes for the stdlib and
 fails for ours is a bug in ours.
 
-Worker tasks live in ``helpers.lessons.workers`` and ``conformance_workers`` (tests/unit is on
-``sys.path`` here and in spawn and forkserver children, which inherit it).
+Worker tasks live in ``array_workers`` and ``conformance_workers`` (this folder is on ``sys.path``
+here and in spawn and forkserver children, which inherit it).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from concurrent.futures import (
 )
 from concurrent.futures.process import BrokenProcessPool, _RemoteTraceback
 
+import array_workers as workers
 import conformance_workers as cw
 import numpy as np
 import pytest
+import shm_leftovers as leftovers
 
-from helpers.lessons import workers
-from helpers.measure import leftovers
 from sharedarrays.executor import DEFAULT_MIN_SHARED_BYTES, SharedMemoryExecutor
 from sharedarrays.shm import handle_of
 from sharedarrays.units import MiB
@@ -50,7 +50,6 @@ from sharedarrays.units import MiB
 EXECUTORS = {"stdlib": ProcessPoolExecutor, "shared": SharedMemoryExecutor}
 PAYLOAD_BYTES = {"small": 80, "big": 2 * MiB}
 METHOD = "forkserver"  # where the start method does not matter (Linux's default from Python 3.14)
-SLOW = 0.5  # seconds a "slow" task sleeps: long next to a result's round trip, short for the suite
 LONG = 30.0  # a timeout nothing should reach
 
 SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
@@ -86,6 +85,25 @@ def make(executor_class):
         executor.shutdown(wait=True, cancel_futures=True)
 
 
+class Gate:
+    """A file the test makes to release the tasks held on it (``cw.held_then_nbytes``)."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+
+    def open(self) -> None:
+        with open(self.path, "w"):
+            pass
+
+
+@pytest.fixture
+def gate(make, tmp_path):
+    """A closed gate, opened after the test (before its executors are shut down) if still closed."""
+    made = Gate(tmp_path / "gate")
+    yield made
+    made.open()
+
+
 def wait_until(condition, seconds: float = LONG) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -106,10 +124,10 @@ def assert_same_array(got, expected: np.ndarray) -> None:
     np.testing.assert_array_equal(got, expected)
 
 
-def slow_then_queued(executor, payload: np.ndarray, n_queued: int = 4):
-    """A running slow task, then ``n_queued`` echoes behind it; with one worker the last is still pending
-    (the stdlib marks at most ``max_workers + 1`` calls as running)."""
-    slow = executor.submit(cw.sleep_then_nbytes, SLOW, payload)
+def slow_then_queued(executor, payload: np.ndarray, gate: Gate, n_queued: int = 4):
+    """A running task held on ``gate``, then ``n_queued`` echoes behind it; with one worker the last is
+    still pending (the stdlib marks at most ``max_workers + 1`` calls as running)."""
+    slow = executor.submit(cw.held_then_nbytes, gate.path, payload)
     wait_until(slow.running)
     return slow, [executor.submit(workers.echo, payload) for _ in range(n_queued)]
 
@@ -159,10 +177,10 @@ def test_map_refuses_a_chunksize_below_one(make, payload):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("chunksize", [1, 2])
-def test_map_raises_timeout_error_when_its_timeout_expires(make, payload, chunksize):
+def test_map_raises_timeout_error_when_its_timeout_expires(make, payload, chunksize, gate):
     executor = make(1)
-    seconds = [SLOW, 0.0]
-    results = executor.map(cw.sleep_then_nbytes, seconds, [payload] * 2, chunksize=chunksize, timeout=0.05)
+    results = executor.map(cw.held_then_nbytes, [gate.path] * 2, [payload] * 2, chunksize=chunksize,
+                           timeout=0.05)
     with pytest.raises(TimeoutError):
         next(results)
 
@@ -180,13 +198,14 @@ def test_map_raises_a_worker_exception_at_its_place(make, payload):
 
 
 @pytest.mark.timeout(60)
-def test_result_and_exception_with_an_expired_timeout_raise_timeout_error(make, payload):
+def test_result_and_exception_with_an_expired_timeout_raise_timeout_error(make, payload, gate):
     executor = make(1)
-    slow = executor.submit(cw.sleep_then_nbytes, SLOW, payload)
+    slow = executor.submit(cw.held_then_nbytes, gate.path, payload)
     with pytest.raises(TimeoutError):
         slow.result(timeout=0.01)
     with pytest.raises(TimeoutError):
         slow.exception(timeout=0.01)
+    gate.open()
     assert slow.result(timeout=LONG) == payload.nbytes
 
 
@@ -205,34 +224,35 @@ def test_as_completed_yields_each_future_once_when_done(make, payload):
 
 
 @pytest.mark.timeout(60)
-def test_as_completed_raises_timeout_error_when_its_timeout_expires(make, payload):
+def test_as_completed_raises_timeout_error_when_its_timeout_expires(make, payload, gate):
     executor = make(1)
     fast = executor.submit(workers.echo, payload)
     fast.result(timeout=LONG)
-    slow = executor.submit(cw.sleep_then_nbytes, SLOW, payload)
+    slow = executor.submit(cw.held_then_nbytes, gate.path, payload)
     completed = as_completed([fast, slow], timeout=0.05)
     assert next(completed) is fast  # what is already done comes first
     with pytest.raises(TimeoutError, match=re.escape("1 (of 2) futures unfinished")):
         next(completed)
+    gate.open()
     assert slow.result(timeout=LONG) == payload.nbytes
 
 
 @pytest.mark.timeout(60)
-def test_wait_first_completed_returns_once_one_future_is_done(make, payload):
+def test_wait_first_completed_returns_once_one_future_is_done(make, payload, gate):
     executor = make(1)
     fast = executor.submit(workers.echo, payload)
-    slow = executor.submit(cw.sleep_then_nbytes, SLOW, payload)
+    slow = executor.submit(cw.held_then_nbytes, gate.path, payload)
     done, not_done = wait([fast, slow], timeout=LONG, return_when=FIRST_COMPLETED)
     assert done == {fast} and not_done == {slow}
     assert_same_array(fast.result(timeout=0), payload)
 
 
 @pytest.mark.timeout(60)
-def test_wait_first_exception_returns_at_the_first_exception(make, payload):
+def test_wait_first_exception_returns_at_the_first_exception(make, payload, gate):
     executor = make(1)
     fine = executor.submit(cw.fail_when, False, payload)
     failing = executor.submit(cw.fail_when, True, payload)
-    slow = executor.submit(cw.sleep_then_nbytes, SLOW, payload)
+    slow = executor.submit(cw.held_then_nbytes, gate.path, payload)
     done, not_done = wait([fine, failing, slow], timeout=LONG, return_when=FIRST_EXCEPTION)
     assert done == {fine, failing} and not_done == {slow}
     assert isinstance(failing.exception(timeout=0), cw.ConformanceError)
@@ -257,9 +277,9 @@ def test_wait_all_completed_waits_for_every_future(make, payload):
 
 
 @pytest.mark.timeout(60)
-def test_wait_with_an_expired_timeout_returns_what_is_not_done(make, payload):
+def test_wait_with_an_expired_timeout_returns_what_is_not_done(make, payload, gate):
     executor = make(1)
-    slow = executor.submit(cw.sleep_then_nbytes, SLOW, payload)
+    slow = executor.submit(cw.held_then_nbytes, gate.path, payload)
     done, not_done = wait([slow], timeout=0.05)
     assert not done and not_done == {slow}
 
@@ -268,9 +288,9 @@ def test_wait_with_an_expired_timeout_returns_what_is_not_done(make, payload):
 
 
 @pytest.mark.timeout(60)
-def test_a_pending_future_can_be_cancelled_a_running_or_done_one_cannot(make, payload):
+def test_a_pending_future_can_be_cancelled_a_running_or_done_one_cannot(make, payload, gate):
     executor = make(1)
-    slow, queued = slow_then_queued(executor, payload)
+    slow, queued = slow_then_queued(executor, payload, gate)
     last = queued[-1]
     called = []
     last.add_done_callback(called.append)
@@ -283,6 +303,7 @@ def test_a_pending_future_can_be_cancelled_a_running_or_done_one_cannot(make, pa
     with pytest.raises(CancelledError):
         last.exception(timeout=0)
     assert slow.running() and slow.cancel() is False and not slow.cancelled()
+    gate.open()
     assert slow.result(timeout=LONG) == payload.nbytes
     assert slow.cancel() is False and not slow.cancelled()
     done, not_done = wait(queued, timeout=LONG)
@@ -292,10 +313,11 @@ def test_a_pending_future_can_be_cancelled_a_running_or_done_one_cannot(make, pa
 
 
 @pytest.mark.timeout(60)
-def test_a_cancelled_future_is_yielded_by_as_completed(make, payload):
+def test_a_cancelled_future_is_yielded_by_as_completed(make, payload, gate):
     executor = make(1)
-    slow, queued = slow_then_queued(executor, payload)
+    slow, queued = slow_then_queued(executor, payload, gate)
     assert queued[-1].cancel()
+    gate.open()
     assert set(as_completed([slow, *queued], timeout=LONG)) == {slow, *queued}
     assert queued[-1].cancelled()
 
@@ -315,15 +337,16 @@ def test_shutdown_waiting_returns_once_all_work_is_done(make, payload):
 
 
 @pytest.mark.timeout(60)
-def test_shutdown_without_waiting_returns_at_once_and_the_work_still_completes(make, payload):
+def test_shutdown_without_waiting_returns_at_once_and_the_work_still_completes(make, payload, gate):
     before = leftovers.snapshot()
     executor = make(1)
-    slow = executor.submit(cw.sleep_then_nbytes, SLOW, payload)
+    slow = executor.submit(cw.held_then_nbytes, gate.path, payload)
     echoed = executor.submit(workers.echo, payload)
     executor.shutdown(wait=False)
     assert not slow.done()
     with pytest.raises(RuntimeError, match=SHUTDOWN_MESSAGE):
         executor.submit(workers.echo, payload)
+    gate.open()
     assert slow.result(timeout=LONG) == payload.nbytes
     assert_same_array(echoed.result(timeout=LONG), payload)
     del slow, echoed
@@ -331,10 +354,13 @@ def test_shutdown_without_waiting_returns_at_once_and_the_work_still_completes(m
 
 
 @pytest.mark.timeout(60)
-def test_shutdown_with_cancel_futures_cancels_pending_work_and_finishes_running_work(make, payload):
+def test_shutdown_with_cancel_futures_cancels_pending_work_and_finishes_running_work(make, payload, gate):
     executor = make(1)
-    slow, queued = slow_then_queued(executor, payload)
+    slow, queued = slow_then_queued(executor, payload, gate)
+    opener = threading.Timer(0.2, gate.open)  # while shutdown waits for the running task
+    opener.start()
     executor.shutdown(wait=True, cancel_futures=True)
+    opener.join()
     assert slow.result(timeout=0) == payload.nbytes
     assert all(future.done() for future in queued)
     assert queued[-1].cancelled()

@@ -12,14 +12,13 @@ import sys
 import textwrap
 import time
 
+import array_workers as workers
 import numpy as np
 import pytest
 
-from helpers.lessons import workers
-from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
-from helpers.measure.units import MiB
-from sharedarrays.room import available_memory, shm_free
+from sharedarrays.room import SEGMENT_PREFIX, SHM_DIR, available_memory, shm_free
 from sharedarrays.shm import ArrayHandle, SharedNDArray, attach, handle_of, sweep
+from sharedarrays.units import MiB
 
 SPAWN = mp.get_context("spawn")
 

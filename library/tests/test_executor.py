@@ -26,13 +26,13 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.reduction import ForkingPickler
 
+import array_workers as workers
 import numpy as np
 import pytest
+import shm_leftovers as leftovers
 
-from helpers.lessons import workers
-from helpers.measure import leftovers
-from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from sharedarrays.executor import SharedMemoryExecutor
+from sharedarrays.room import SEGMENT_PREFIX, SHM_DIR
 from sharedarrays.shm import SharedNDArray, handle_of
 
 BIG = 2**20 // 8 * 2  # float64 items in 2 MiB: above the 1 MiB default threshold
@@ -277,8 +277,8 @@ def wait_until_gone(pid: int, seconds: float = 30) -> list[str]:
 SCRIPT_WITH_A_TASK_IN_FLIGHT = """
     import multiprocessing as mp, sys
     import numpy as np
-    from helpers.measure import leftovers
-    from helpers.lessons import workers
+    import shm_leftovers as leftovers
+    import array_workers as workers
     from sharedarrays.executor import SharedMemoryExecutor
     if __name__ == "__main__":
         executor = SharedMemoryExecutor(1, mp.get_context("spawn"))
@@ -324,8 +324,8 @@ def test_an_argument_or_result_too_big_for_dev_shm_is_pickled_as_the_stdlib_does
     result = in_small_dev_shm("""
         import multiprocessing as mp, os
         import numpy as np
-        from helpers.lessons import workers
-        from helpers.lessons.demos import notices_of_sharedarrays
+        import array_workers as workers
+        from logged_notices import notices_of_sharedarrays
         from sharedarrays.executor import SharedMemoryExecutor
         if __name__ == "__main__":
             with notices_of_sharedarrays() as said:
@@ -404,8 +404,8 @@ FORK_CHILD_EXITS = """
     import os, sys
     import multiprocessing as mp
     import numpy as np
-    from helpers.lessons import workers
-    from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
+    import array_workers as workers
+    from sharedarrays.room import SEGMENT_PREFIX, SHM_DIR
     from sharedarrays.executor import SharedMemoryExecutor
 
     def ours():
