@@ -14,7 +14,10 @@ public names, all listed in ``__all__``:
 - ``share_arrays(how)``, ``sharing_arrays(how)``, ``stop_sharing_arrays()``, ``active_way()``:
   ndarray reductions on ``multiprocessing``'s pickler, so queues, pipes and pools pass arrays
   through shared memory (``sharedarrays.reducers``).
-- ``SegmentPool``: warm segments lent out and taken back instead of created anew.
+
+Everything else (the modules behind these names, and ``sharedarrays.segment_pool``,
+``transit``, ``lent_segments``, ``segment_holds``, ``executor_workers``, ``torch_reduction``,
+``room``, ``units``) is internal: importable, but not promised to stay as it is between versions.
 
 Names load when first used (``import sharedarrays`` imports neither NumPy nor the executor, and
 installs nothing).
@@ -40,7 +43,6 @@ _WHERE = {
     "handle_of": "sharedarrays.shm",
     "sweep": "sharedarrays.cleanup",
     "SharedMemoryExecutor": "sharedarrays.executor",
-    "SegmentPool": "sharedarrays.segment_pool",
     "active_way": "sharedarrays.reducers",
     "share_arrays": "sharedarrays.reducers",
     "sharing_arrays": "sharedarrays.reducers",
@@ -49,7 +51,6 @@ _WHERE = {
 
 __all__ = [
     "ArrayHandle",
-    "SegmentPool",
     "SharedMemoryExecutor",
     "SharedNDArray",
     "__version__",
@@ -66,7 +67,6 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from sharedarrays.cleanup import sweep
     from sharedarrays.executor import SharedMemoryExecutor
     from sharedarrays.reducers import active_way, share_arrays, sharing_arrays, stop_sharing_arrays
-    from sharedarrays.segment_pool import SegmentPool
     from sharedarrays.shm import ArrayHandle, SharedNDArray, attach, handle_of
 
 

@@ -281,6 +281,12 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         return self._fallbacks.count
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """``ProcessPoolExecutor.submit``: schedule ``fn(*args, **kwargs)`` in a worker and return a
+        ``Future`` of its result. Every plain ndarray of at least ``min_shared_bytes`` in the call
+        (an argument, or inside one) crosses as a handle to shared memory, and so does a big result
+        (module docstring); the rest is pickled as the stdlib pickles it. Raises ``RuntimeError``
+        after ``shutdown`` and ``BrokenProcessPool`` once a worker died, as the stdlib does; a call
+        that cannot be pickled fails its own future with the stdlib's error."""
         task = _Task(self, fn, args, kwargs, getattr(self._mapping, "copies", None))
         # The caller's future exists before the pool may pickle the task (which may fail it).
         outer = task.outer = _SharedFuture()
@@ -318,6 +324,10 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             self._mapping.copies = None
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """``ProcessPoolExecutor.shutdown``: accept no more calls; with ``wait``, return once every
+        pending call has run and the workers have exited; with ``cancel_futures``, cancel the calls
+        not yet running. The pool's segments are unlinked once no call is left (at once if none
+        is); a result the caller still holds keeps its own segment until it is dropped."""
         super().shutdown(wait=wait, cancel_futures=cancel_futures)
         with self._count_lock:
             self._closing = True

@@ -1,5 +1,8 @@
 """What runs in a ``SharedMemoryExecutor``'s workers, and the result segments they make.
 
+Internal to ``sharedarrays``: not part of its API (``sharedarrays.__all__``), and may change
+between versions.
+
 ``start_worker`` is every worker's initializer: it watches for the death of the program that made
 the executor, then runs the caller's initializer. ``run_in_worker`` is the function the pool runs
 for each task: it attaches the task's segments, calls the caller's function and packs the result

@@ -1,5 +1,8 @@
 """The torch-free way to send an ndarray through ``multiprocessing``: a warm segment lent per item.
 
+Internal to ``sharedarrays``: not part of its API (``sharedarrays.__all__``), and may change
+between versions.
+
 ``reduce_with_shared_memory`` is what ``sharedarrays.reducers.share_arrays_with_shared_memory()``
 registers for ``np.ndarray`` on ``ForkingPickler``; ``rebuild_from_segment`` runs in the receiver.
 

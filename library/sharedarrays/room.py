@@ -1,5 +1,8 @@
 """Where our shared memory lives and how much room it has: /dev/shm, RAM, the cgroup's memory limit.
 
+Internal to ``sharedarrays``: not part of its API (``sharedarrays.__all__``), and may change
+between versions.
+
 Standard library only (so a clean-up script runs without NumPy). Every value is read afresh (bytes),
 so reading twice shows what changed in between; only where the cgroup's memory files are is found
 once per process (``SharedNDArray`` checks the room before every new segment). ``None`` means the

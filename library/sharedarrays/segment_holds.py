@@ -1,5 +1,8 @@
 """Who still views a pooled segment: a count of *holders* in the segment's header, one protocol.
 
+Internal to ``sharedarrays``: not part of its API (``sharedarrays.__all__``), and may change
+between versions.
+
 Every pooled segment (``sharedarrays.segment_pool``: the executor's, and the segments the torch-free
 reduction lends, ``sharedarrays.lent_segments``) carries the count in its header: an int64 at byte
 ``HOLDERS_OFFSET``, updated under an exclusive ``flock`` on the segment so that processes never

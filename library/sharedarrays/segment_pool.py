@@ -1,5 +1,8 @@
 """Shared-memory segments kept mapped and touched, so a copy into shared memory runs at warm speed.
 
+Internal to ``sharedarrays``: not part of its API (``sharedarrays.__all__``), and may change
+between versions.
+
 The first write to a new ``/dev/shm`` segment faults in and zeroes every page: that costs several
 times a copy into memory that is already mapped. A
 ``SegmentPool`` lends segments out and takes them back instead of unlinking them: their pages stay

@@ -1,5 +1,8 @@
 """The torch way to send an ndarray through ``multiprocessing``: its bytes in a shared torch storage.
 
+Internal to ``sharedarrays``: not part of its API (``sharedarrays.__all__``), and may change
+between versions.
+
 ``reduce_with_torch`` is what ``sharedarrays.reducers.share_arrays_with_torch()`` registers for
 ``np.ndarray`` on ``ForkingPickler``. Importing this module imports torch (a few seconds the first
 time), which is why ``sharedarrays.reducers`` imports it only when asked to share with torch.

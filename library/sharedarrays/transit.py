@@ -1,5 +1,8 @@
 """Arrays in transit through shared memory: pickle a call or a result with big arrays as handles.
 
+Internal to ``sharedarrays``: not part of its API (``sharedarrays.__all__``), and may change
+between versions.
+
 ``sharedarrays.executor`` uses this to move a call and its result. ``pack`` pickles a value with
 ``multiprocessing``'s own pickler and protocol, except that each big plain ndarray (wherever it is:
 in tuples, lists, dicts, any object's state) may be replaced by a slot in a table of ``ArrayRef``

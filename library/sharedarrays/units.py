@@ -1,4 +1,8 @@
-"""Byte units and byte counts for humans (binary units); the library's messages use them."""
+"""Byte units and byte counts for humans (binary units); the library's messages use them.
+
+Internal to ``sharedarrays``: not part of its API (``sharedarrays.__all__``), and may change
+between versions.
+"""
 
 KiB = 1024
 MiB = 1024**2

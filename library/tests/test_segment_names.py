@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from sharedarrays import SegmentPool, SharedMemoryExecutor, SharedNDArray, handle_of, sharing_arrays
+from sharedarrays import SharedMemoryExecutor, SharedNDArray, handle_of, sharing_arrays
 from sharedarrays._segments import creator_namespace, creator_pid, new_name
 from sharedarrays.room import (
     NAME_LIMIT,
@@ -21,6 +21,7 @@ from sharedarrays.room import (
     creator_prefix,
     pid_namespace,
 )
+from sharedarrays.segment_pool import SegmentPool
 
 LONGEST_PID = 4_194_304  # Linux's largest pid_max (2**22); macOS's pids have at most 5 digits
 SANITIZED = re.compile(r"\bsal_[0-9a-zA-Z_]+")  # how the course's stored outputs hide names

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sharedarrays import SegmentPool
+from sharedarrays.segment_pool import SegmentPool
 
 SEGMENT_BYTES = 1 << 16
 

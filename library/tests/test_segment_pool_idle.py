@@ -16,11 +16,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from sharedarrays import SegmentPool, SharedMemoryExecutor, sharing_arrays
+from sharedarrays import SharedMemoryExecutor, sharing_arrays
 from sharedarrays.room import available_memory, shm_free
 from sharedarrays.segment_pool import (
     DEFAULT_IDLE_CAP_BYTES,
     DEFAULT_IDLE_SECONDS,
+    SegmentPool,
     default_idle_cap_bytes,
     mark_returned,
 )

@@ -20,7 +20,7 @@ import importlib.metadata, importlib.resources, importlib.util, multiprocessing 
 import numpy as np
 import sharedarrays
 
-expected = {"ArrayHandle", "SegmentPool", "SharedMemoryExecutor", "SharedNDArray", "__version__",
+expected = {"ArrayHandle", "SharedMemoryExecutor", "SharedNDArray", "__version__",
             "active_way", "attach", "handle_of", "share_arrays", "sharing_arrays", "stop_sharing_arrays",
             "sweep"}
 assert set(sharedarrays.__all__) == expected, sorted(sharedarrays.__all__)
