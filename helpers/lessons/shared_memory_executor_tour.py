@@ -49,6 +49,24 @@ class Tour:
     writes_to_shared_seen: bool  # a worker's writes into a SharedNDArray reach the caller
     writes_to_private_seen: bool  # a worker's writes into a private array reach the caller (they must not)
 
+    def lines(self) -> list[str]:
+        """What the tour saw, one readable line per thing it checked."""
+        def yes(flag: bool) -> str:
+            return "yes" if flag else "no"
+
+        return [
+            f"a task that raised gave the caller:                      {self.raised}",
+            f"bytes still lent by the pool after that failed task:     {self.lent_after_error}",
+            f"dict, namedtuple, list and tuple came back as such:      {yes(self.containers_kept)}",
+            f"the big arrays in them came back in shared memory:       {yes(self.big_ones_shared)}",
+            f"the small array in them was pickled:                     {yes(self.small_ones_pickled)}",
+            f"the record array came back with its dtype and bytes:     {yes(self.table_same)}",
+            f"a slice the worker returned views our SharedNDArray:     {yes(self.result_views_argument)}",
+            f"x + 1 computed by the worker equals ours:                {yes(self.new_result_right)}",
+            f"the worker's writes into a SharedNDArray reached us:     {yes(self.writes_to_shared_seen)}",
+            f"the worker's writes into a private array reached us:     {yes(self.writes_to_private_seen)}",
+        ]
+
 
 def correctness_tour(context, n_workers: int, source: np.ndarray, small_bytes: int,
                      idle_cap_bytes: int) -> Tour:

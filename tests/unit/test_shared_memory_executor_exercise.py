@@ -16,7 +16,7 @@ from sharedarrays.shm import SharedNDArray
 
 pytestmark = pytest.mark.timeout(180)
 SPAWN = mp.get_context("spawn")
-N_WORKERS, ARRAY_BYTES = 2, 8 * MiB
+N_WORKERS, ARRAY_BYTES = 2, 16 * MiB  # PSS_NOISE a quarter of an array: N and N + 1 apart
 PSS_NOISE = 4 * MiB
 
 
@@ -35,6 +35,7 @@ def measured():
 @pytest.mark.parametrize("wrong, hint", [
     ({"stdlib": N_WORKERS, "private": 0, "shared": 0}, "with 'private'"),  # "ours never copies"
     ({"stdlib": 1, "private": 1, "shared": 0}, "with 'stdlib'"),  # "one copy for all the workers"
+    ({"stdlib": N_WORKERS + 1, "private": N_WORKERS + 1, "shared": 0}, "ours keeps no pickled bytes"),
     ({"stdlib": N_WORKERS, "private": N_WORKERS, "shared": N_WORKERS}, "with 'shared'"),  # "RSS thinking"
     ({"stdlib": N_WORKERS, "private": N_WORKERS}, "dict of three numbers"),
     ({"stdlib": "N", "private": 2, "shared": 0}, "dict of three numbers"),
@@ -58,6 +59,8 @@ def test_the_tour_sees_what_the_stdlib_would_and_what_sharing_promises():
     source = np.random.default_rng(2).random(2 * MiB // 8)
     tour = shared_memory_executor_tour.correctness_tour(SPAWN, 1, source, MiB, 8 * MiB)
     assert tour.raised.startswith("ValueError: ") and tour.lent_after_error == 0
+    lines = tour.lines()
+    assert len(lines) == 10 and lines[0].endswith(tour.raised) and lines[-1].endswith("no")
     assert tour.containers_kept and tour.big_ones_shared and tour.small_ones_pickled and tour.table_same
     assert tour.result_views_argument and tour.new_result_right
     assert tour.writes_to_shared_seen and not tour.writes_to_private_seen
