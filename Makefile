@@ -44,16 +44,21 @@ help:
 TORCH := torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
+# LESSONS_ONLY=1: what running the lessons needs and nothing more (no browser, no site, no checkers):
+# .ci/run's venv for its nbval pass on another Python.
+LESSONS_ONLY ?=
+EXTRAS := $(if $(LESSONS_ONLY),course,course,browser,site)
+
 $(INSTALLED): pyproject.toml library/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-index --no-deps "$(TORCH)" 2>/dev/null || \
 		$(BIN)/python -m pip install --quiet --no-deps "$(TORCH)" --index-url $(TORCH_INDEX) || \
 		{ echo "could not install $(TORCH) from $(TORCH_INDEX); choose a build with TORCH_INDEX=..."; exit 1; }
-	$(BIN)/python -m pip install --quiet -e ./library -e ".[course,browser,site]"
-	test -x $(CHECKS)/bin/python || $(BIN)/python -m venv $(CHECKS)
-	$(CHECKS)/bin/python -m pip install --quiet --upgrade pip
-	$(CHECKS)/bin/python -m pip install --quiet --group checks
+	$(BIN)/python -m pip install --quiet -e ./library -e ".[$(EXTRAS)]"
+	test -n "$(LESSONS_ONLY)" || test -x $(CHECKS)/bin/python || $(BIN)/python -m venv $(CHECKS)
+	test -n "$(LESSONS_ONLY)" || $(CHECKS)/bin/python -m pip install --quiet --upgrade pip
+	test -n "$(LESSONS_ONLY)" || $(CHECKS)/bin/python -m pip install --quiet --group checks
 	$(BIN)/python -m pip install --quiet -e ".[npshmex]" 2>/dev/null || \
 		echo "npshmex not installed (optional: its SharedArray builds from source); the benchmark goes on without it"
 	touch $(INSTALLED)
