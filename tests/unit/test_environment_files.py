@@ -86,7 +86,8 @@ def test_the_dev_container_sets_up_with_the_readmes_command_and_its_pins():
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^setup: \$\(INSTALLED\)$", makefile, re.M)
     assert re.search(r"^lab: \$\(INSTALLED\)$", makefile, re.M)
-    assert '-e ".[course,' in makefile
+    assert '-e ".[$(EXTRAS)]"' in makefile
+    assert re.search(r"^EXTRAS := \$\(if \$\(LESSONS_ONLY\),course,course,", makefile, re.M)  # course first
     readme_first_section = (ROOT / "README.md").read_text().split("\n## ")[1]
     assert "make lab    # creates .venv if missing, installs the pinned dependencies" in readme_first_section
     binder = (ROOT / "binder" / "environment.yml").read_text()
