@@ -51,6 +51,11 @@ SPARE_COPIES = 2
 HEADROOM = 1.25
 MAX_SHARE_OF_AVAILABLE = 0.5  # never give the store more than this share of the memory available
 SHUTDOWN_TIMEOUT_SECONDS = 10.0
+# Ray waits a fixed 30 s for a new node's raylet to register; on a machine busy enough, a start-up
+# outlasts it ("The current node timed out during startup"). ray_session then stops what that
+# start began and starts once more, once.
+STARTUP_TRIES = 2
+STARTUP_TIMED_OUT = "timed out during startup"
 FORK_AFTER_RAY = ("Ray has run in this process; forking now can deadlock (Ray's gRPC threads' locks). "
                   "Use spawn or forkserver, or restart the kernel")
 _STORE_LINE = re.compile(r"\] \(raylet\) store_runner\.cc:\d+: Starting object store with directory ([^,]+),")
@@ -344,10 +349,29 @@ def ray_session(num_cpus: int | None = None, object_store_bytes: int | None = No
     }
     _note_ray_runs()  # from here on Ray's settings load, its processes and threads start
     with _ray_environment(temp_dir), _cleaned_up([temp_dir], ray.shutdown):
-        context = ray.init(**settings)
+        context = _init(settings)
         node = ray._private.worker._global_node
         yield RayNodes((_describe_node(0, node),), context.address_info["address"], (temp_dir,),
                        defaults_before)
+
+
+def _init(settings: dict):
+    """``ray.init(**settings)``; if the node timed out during start-up (a busy machine outlasting
+    Ray's fixed wait), stop what that start began, say so on stderr, and start once more."""
+    import ray
+
+    for attempt in range(1, STARTUP_TRIES + 1):
+        before = {process.pid for process in ray_descendants(include_zombies=True)}
+        try:
+            return ray.init(**settings)
+        except Exception as error:  # Ray raises a bare Exception for this
+            if STARTUP_TIMED_OUT not in str(error) or attempt == STARTUP_TRIES:
+                raise
+            ray.shutdown()
+            _wait_or_kill([p for p in ray_descendants(include_zombies=True) if p.pid not in before])
+            print(f"Ray's node {STARTUP_TIMED_OUT} (this machine is busy): starting it once more",
+                  file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager

@@ -318,3 +318,43 @@ def test_rays_default_paths_count_only_where_made_or_changed_after_the_session_b
     assert [line for line in ray_processes.what_ray_left(nodes) if str(token) in line]
     nothing_before = ray_session.RayNodes((), "", (tmp_path / "gone",), {})
     assert [line for line in ray_processes.what_ray_left(nothing_before) if str(token) in line]
+
+
+RETRY_SCRIPT = textwrap.dedent('''
+    import json, sys
+    import ray
+    import numpy as np
+    from helpers.lessons import ray_object_store, ray_session
+    from helpers.measure import leftovers
+
+    before = leftovers.snapshot()
+    real_init, calls = ray.init, []
+
+    def init_that_times_out_once(**settings):
+        """ray.init, whose first call starts Ray's processes, then fails as a busy machine makes it."""
+        calls.append(sorted(settings))
+        if len(calls) == 1:
+            real_init(**settings)  # a real start, whose processes the retry must stop
+            raise Exception("The current node timed out during startup. This could happen because ...")
+        return real_init(**settings)
+
+    ray.init = init_that_times_out_once
+    with ray_session.ray_session(num_cpus=1, object_store_bytes=ray_session.RAY_MINIMUM_STORE_BYTES):
+        started = ray.is_initialized()
+        total = ray.get(ray_object_store.remote(ray_object_store.sum_array).remote(np.arange(4.0)))
+    alive = [f"{p.pid} {p.name()}" for p in ray_session.ray_descendants()]
+    print("FACTS: " + json.dumps({"calls": len(calls), "started": started, "total": total, "alive": alive,
+                                  "left": leftovers.new_since(before)}))
+''')
+
+
+def test_a_start_up_that_timed_out_is_stopped_and_started_once_more():
+    """Ray's node waits a fixed 30 s for its raylet: a busy machine outlasts it. ray_session stops
+    what that start began and starts once more, saying so; nothing of either start is left."""
+    done = subprocess.run([sys.executable, "-c", RETRY_SCRIPT], cwd=ROOT, capture_output=True, text=True,
+                          timeout=SCRIPT_TIMEOUT)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(FACTS)]
+    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
+    facts = json.loads(lines[-1][len(FACTS):])
+    assert facts == {"calls": 2, "started": True, "total": 6, "alive": [], "left": []}, facts
+    assert "starting it once more" in done.stderr
