@@ -148,16 +148,6 @@ def compare_fan_out_memory(array: np.ndarray, n_tasks: int, hold_seconds: float 
     return results[0], results[1]
 
 
-def store_bytes_by_value(array: np.ndarray, n_tasks: int, hold_seconds: float = 0.8, node=None) -> int:
-    """Peak bytes Ray's store (``node``'s, else all stores') gained while ``n_tasks`` tasks given
-    ``array`` by value were submitted and ran, each holding it ``hold_seconds``. Ray stores a big
-    argument when the call is made, so with more tasks than CPUs the waiting calls' copies count
-    too: it tells one copy per call from one per worker."""
-    before = store_bytes_used(None if node is None else node.node_id)
-    store_peak, _, _ = _held_fan_out(array, n_tasks, hold_seconds, 0.0, node)
-    return store_peak - before
-
-
 @dataclass(frozen=True)
 class Pitfall:
     """A real error: where it was raised, its type and message."""
