@@ -150,7 +150,8 @@ def check_room(n_bytes: int) -> None:
     if free is not None and n_bytes > free:
         raise MemoryError(
             f"a shared array of {format_bytes(n_bytes)} does not fit in /dev/shm: "
-            f"{format_bytes(free)} free of {format_bytes(shm_size() or 0)}. "
+            f"{format_bytes(free)} free of {format_bytes(shm_size() or 0)}, "
+            f"{format_bytes(n_bytes - free)} short. "
             "Use a smaller array, free /dev/shm, or run the container with a larger "
             "--shm-size."
         )
@@ -158,7 +159,8 @@ def check_room(n_bytes: int) -> None:
     if n_bytes > available:
         raise MemoryError(
             f"a shared array of {format_bytes(n_bytes)} does not fit in the memory available "
-            f"({format_bytes(available)}): /dev/shm pages live in RAM."
+            f"({format_bytes(available)}, {format_bytes(n_bytes - available)} short): /dev/shm pages "
+            "live in RAM."
         )
 
 
