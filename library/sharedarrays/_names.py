@@ -10,11 +10,13 @@ namespace, whose pids mean nothing here. This is the library's one module that c
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import secrets
 import sys
-from multiprocessing import resource_tracker
+import threading
+from multiprocessing import resource_tracker, util
 
 try:
     import _posixshmem  # CPython's shm_open/shm_unlink; absent where there is no POSIX shared memory
@@ -27,6 +29,7 @@ from sharedarrays.room import (
     SEGMENT_PREFIX,
     SEGMENTS_IN_A_FOLDER,
     SHM_DIR,
+    base36,
     creator_prefix,
 )
 
@@ -38,7 +41,8 @@ def new_name() -> str:
     prefix, this process's pid and pid namespace, and random base-36 digits for the rest (8 at the
     longest prefix: about 41 bits, within one process)."""
     prefix = creator_prefix()
-    return prefix + "".join(secrets.choice(NAME_DIGITS) for _ in range(max(NAME_LIMIT - len(prefix), 6)))
+    digits = max(NAME_LIMIT - len(prefix), 6)
+    return prefix + base36(secrets.randbelow(len(NAME_DIGITS) ** digits)).rjust(digits, NAME_DIGITS[0])
 
 
 def creator_pid(name: str) -> int | None:
@@ -81,6 +85,78 @@ def process_alive(pid: int) -> bool:
         return not os.path.isdir(f"/proc/{os.getpid()}")
     except (OSError, IndexError):
         return True  # no readable /proc: kill() is the answer
+
+
+# What finalizers asked to tell the resource tracker: (what, name), told by the next ``settle_tracker``.
+_TRACKER_LATER: collections.deque[tuple[str, str]] = collections.deque()
+_in_finalizer = threading.local()  # .on: this thread runs a finalizer (``finalizer_safe``)
+TRACKER_EXIT_PRIORITY = -20  # multiprocessing exit hooks: after the holds let go at exit (-10)
+_exit_hook_pid = 0
+
+
+def finalizer_safe(function):
+    """``function`` as a finalizer runs it: what it tells the resource tracker (``tell_tracker``) waits
+    for the next ``settle_tracker``. A garbage collection may run a finalizer on any thread at any
+    moment, also inside a tracker call of that thread, which the tracker refuses (``ReentrantCallError``:
+    a lost call, then "leaked shared_memory" warnings at exit); so no finalizer calls into it."""
+
+    @functools.wraps(function)
+    def run(*args):
+        outer = getattr(_in_finalizer, "on", False)
+        _in_finalizer.on = True
+        try:
+            return function(*args)
+        finally:
+            _in_finalizer.on = outer
+
+    return run
+
+
+def tell_tracker(what: str, name: str) -> None:
+    """Tell the resource tracker that segment ``name`` is gone: ``what`` is 'unregister' (this program
+    registered it) or 'forget' (``forget_in_resource_tracker``). Now, with whatever finalizers left
+    waiting, unless this thread runs a finalizer: then at the next ``settle_tracker`` (every call of
+    the library that may make or free a segment, and this process's exit)."""
+    _TRACKER_LATER.append((what, name))
+    if getattr(_in_finalizer, "on", False):
+        _ensure_exit_hook()
+    else:
+        settle_tracker()
+
+
+def settle_tracker() -> None:
+    """Tell the resource tracker what finalizers left waiting (never from a finalizer itself)."""
+    if getattr(_in_finalizer, "on", False):
+        return
+    while True:
+        try:
+            what, name = _TRACKER_LATER.popleft()
+        except IndexError:
+            return
+        if what == "unregister":
+            resource_tracker.unregister("/" + name, "shared_memory")
+        else:
+            forget_in_resource_tracker(name)
+
+
+def _ensure_exit_hook() -> None:
+    """``settle_tracker`` at this process's exit, also through ``os._exit`` in a multiprocessing child."""
+    global _exit_hook_pid
+    if _exit_hook_pid != os.getpid():
+        _exit_hook_pid = os.getpid()
+        util.Finalize(None, settle_tracker, exitpriority=TRACKER_EXIT_PRIORITY)
+
+
+def _forget_parents_calls() -> None:
+    """A forked child does not tell the tracker (shared with its parent) what its parent's finalizers
+    left waiting: the parent tells it."""
+    global _exit_hook_pid
+    _TRACKER_LATER.clear()
+    _exit_hook_pid = 0
+
+
+if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows)
+    os.register_at_fork(after_in_child=_forget_parents_calls)
 
 
 def forget_in_resource_tracker(name: str) -> None:

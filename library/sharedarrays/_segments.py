@@ -22,13 +22,16 @@ from sharedarrays._names import (  # noqa: F401 - the library's modules take the
     OWNER_ONLY,
     creator_namespace,
     creator_pid,
+    finalizer_safe,
     forget_in_resource_tracker,
     new_name,
     open_existing,
     process_alive,
     require_posix_shared_memory,
     segment_names,
+    settle_tracker,
     shm_open,
+    tell_tracker,
     unlink,
 )
 from sharedarrays.room import available_memory, shm_free, shm_size

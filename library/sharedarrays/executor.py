@@ -88,9 +88,11 @@ from sharedarrays._segments import (
     PLACEMENT_FAILURES,
     Mapping,
     OnceNotice,
+    finalizer_safe,
     mapping_under,
     new_name,
     placement_failure,
+    settle_tracker,
 )
 from sharedarrays.executor_workers import (
     payload,
@@ -272,7 +274,8 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         self._outstanding = 0
         self._closing = False
         self._count_lock = threading.Lock()
-        self._close_pool = weakref.finalize(self, self.segment_pool.close)
+        # Run by shutdown's end, or by the garbage collector if the executor is dropped without it.
+        self._close_pool = weakref.finalize(self, finalizer_safe(self.segment_pool.close))
         self._mapping = threading.local()  # .copies: the map call this thread is submitting, if any
 
     @property
@@ -287,6 +290,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         (module docstring); the rest is pickled as the stdlib pickles it. Raises ``RuntimeError``
         after ``shutdown`` and ``BrokenProcessPool`` once a worker died, as the stdlib does; a call
         that cannot be pickled fails its own future with the stdlib's error."""
+        settle_tracker()  # what finalizers left for the resource tracker (_names.tell_tracker)
         task = _Task(self, fn, args, kwargs, getattr(self._mapping, "copies", None))
         # The caller's future exists before the pool may pickle the task (which may fail it).
         outer = task.outer = _SharedFuture()
@@ -334,6 +338,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             idle = self._outstanding == 0
         if idle:
             self._close_pool()  # else the last task to finish closes it
+        settle_tracker()
 
     def _task_over(self) -> None:
         """Count one task less; the last one to end after ``shutdown`` closes the segment pool."""
@@ -368,6 +373,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             value, error = None, error or close_error
         outer._inner = None  # break the cycle outer -> inner -> callback -> outer (it holds the result)
         task.outer = None
+        settle_tracker()
         if task.unsent:  # its future was failed when the call could not be pickled
             return
         if inner.cancelled():
@@ -502,6 +508,6 @@ def _map_result_segment(name: str, task: _Task) -> np.ndarray:
     root = np.frombuffer(mapping.map, np.uint8)
     mapping.close()  # the root's export keeps it mapped as long as an array needs it
     if name == task.result_name:
-        weakref.finalize(root.base, release_result_segment, name)
+        weakref.finalize(root.base, finalizer_safe(release_result_segment), name)
         task.adopted = True
     return root

@@ -17,10 +17,9 @@ import os
 import threading
 import time
 import traceback
-from multiprocessing import resource_tracker
 
 from sharedarrays._names import segment_exists
-from sharedarrays._segments import PLACEMENT_FAILURES, process_alive, unlink
+from sharedarrays._segments import PLACEMENT_FAILURES, process_alive, tell_tracker, unlink
 from sharedarrays.transit import Packed, WorkerSide, pack_result, pack_result_pickled
 
 ORPHAN_CHECK_SECONDS = 0.5
@@ -37,9 +36,10 @@ def unlink_when_gone(result_name: str, worker_pids: list[int], wait_seconds: flo
 
 
 def release_result_segment(name: str) -> None:
-    """Unlink a worker's result segment and drop the tracker entry the worker made for it."""
+    """Unlink a worker's result segment and drop the tracker entry the worker made for it (at once,
+    or at the library's next call when a finalizer runs this: ``_names.tell_tracker``)."""
     if unlink(name):
-        resource_tracker.unregister("/" + name, "shared_memory")
+        tell_tracker("unregister", name)
 
 
 def start_worker(creator_pid: int, initializer, initargs: tuple) -> None:

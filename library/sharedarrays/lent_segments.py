@@ -52,12 +52,13 @@ from sharedarrays._segments import (
     Mapping,
     OnceNotice,
     creator_pid,
-    forget_in_resource_tracker,
     mapping_under,
     pickled_as_usual,
     process_alive,
     refuse_objects,
     segment_names,
+    settle_tracker,
+    tell_tracker,
     unlink,
 )
 from sharedarrays.segment_holds import EXIT_PRIORITY, HOLDERS_OFFSET, count_holders, hold_segment, holders_of
@@ -132,13 +133,14 @@ def unlink_segments_of_dead_lenders() -> list[str]:
         if creator_pid(name) not in dead or not unlink(name):
             continue
         removed.append(name)
-        forget_in_resource_tracker(name)  # the dead process registered it with ours if it was our child
+        tell_tracker("forget", name)  # the dead process registered it with ours if it was our child
     return removed
 
 
 def reduce_with_shared_memory(array: np.ndarray):
     """ForkingPickler reduction of an ndarray through a shared-memory segment (module docstring)."""
     refuse_objects(array.dtype)
+    settle_tracker()  # what finalizers left for the resource tracker (_names.tell_tracker)
     if array.nbytes == 0:
         return rebuild_empty, (array.shape, array.dtype)
     handle = handle_of(array)
@@ -185,6 +187,7 @@ def _map_segment(name: str) -> mmap.mmap:
 def rebuild_from_segment(handle: ArrayHandle, lent: bool, writeable: bool) -> np.ndarray:
     """Receiver side: view the segment a handle describes (no copy); a lent one is given back when
     every view made from this reception is gone."""
+    settle_tracker()
     segment_map = _map_segment(handle.name)
     root = np.frombuffer(segment_map, np.uint8)  # a fresh buffer export, alive as long as our views
     if lent:

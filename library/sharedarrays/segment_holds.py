@@ -35,7 +35,7 @@ try:
 except ImportError:
     fcntl = None
 
-from sharedarrays._segments import ExitHook, mapping_under, open_existing
+from sharedarrays._segments import ExitHook, finalizer_safe, mapping_under, open_existing
 from sharedarrays.segment_pool import HEADER_BYTES, mark_returned
 
 EXIT_PRIORITY = -10  # multiprocessing exit hooks: after queues' feeder threads flushed (-5)
@@ -139,7 +139,7 @@ def hold_segment(name: str, root: np.ndarray, *, first: bool = False, counted: b
 def _watch(buffer: object, name: str, header: np.ndarray, token: int | None = None) -> int:
     """Take this process's holder of ``name`` off when ``buffer`` (the views' export) goes."""
     token = next(_hold_tokens) if token is None else token
-    _HOLDS[token] = weakref.finalize(buffer, _release_hold, token, name, header, os.getpid())
+    _HOLDS[token] = weakref.finalize(buffer, _release_hold_finalizer, token, name, header, os.getpid())
     _exit_hook.ensure()
     return token
 
@@ -221,6 +221,9 @@ def _release_hold(token: int, name: str, header: np.ndarray, pid: int) -> None:
         mark_returned(header)
     if after_release is not None:
         after_release(name)
+
+
+_release_hold_finalizer = finalizer_safe(_release_hold)  # what it tells the tracker waits (_names)
 
 
 def release_every_hold() -> None:

@@ -34,6 +34,7 @@ from sharedarrays._segments import (
     process_alive,
     refuse_objects,
     span,
+    tell_tracker,
     unlink,
 )
 from sharedarrays.cleanup import sweep  # noqa: F401 - where it was before it got a module of its own
@@ -268,8 +269,8 @@ class SharedNDArray:
             return
         self._unlinked = True
         unlink(self.handle.name)  # False: already removed (e.g. by sweep)
-        if self._tracked:
-            resource_tracker.unregister("/" + self.handle.name, "shared_memory")
+        if self._tracked:  # at once, or at the library's next call from a finalizer (the pool's)
+            tell_tracker("unregister", self.handle.name)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         """``np.asarray(shared)``: the shared view itself (no copy), or a copy when asked for one."""
