@@ -75,8 +75,10 @@ def time_it(
 
 def time_in_turns(ways: Mapping[str, Callable[[], object]], repeat: int = 5,
                   warmup: int = 0) -> dict[str, Timing]:
-    """Time several pieces of code in turns: each round runs every way once, in order, so that a
-    busy moment of the machine slows one run of each rather than every run of one. ``warmup``
+    """Time several pieces of code in turns: each round runs every way once, so that a busy moment
+    of the machine slows one run of each rather than every run of one; each round starts one way
+    further on (``rotated``), so that no way always runs at the same point of a round (under a CPU
+    quota, the last runs of a round are the likeliest to wait for the next period). ``warmup``
     rounds run untimed first. Returns each way's Timing (seconds), by the keys of ``ways``."""
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, got {repeat}")
@@ -84,12 +86,18 @@ def time_in_turns(ways: Mapping[str, Callable[[], object]], repeat: int = 5,
         for fn in ways.values():
             fn()
     runs: dict[str, list[float]] = {name: [] for name in ways}
-    for _ in range(repeat):
-        for name, fn in ways.items():
+    for round_number in range(repeat):
+        for name, fn in rotated(list(ways.items()), round_number):
             start = time.perf_counter()
             fn()
             runs[name].append(time.perf_counter() - start)
     return {name: Timing(tuple(seconds)) for name, seconds in runs.items()}
+
+
+def rotated(items: list, round_number: int) -> list:
+    """``items`` in the order round ``round_number`` runs them: starting ``round_number`` places on."""
+    start = round_number % len(items) if items else 0
+    return items[start:] + items[:start]
 
 
 @dataclass

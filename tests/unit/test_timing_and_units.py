@@ -32,7 +32,8 @@ def test_time_in_turns_runs_one_call_of_each_way_per_round_and_times_each_apart(
     timings = time_in_turns({"fast": lambda: order.append("fast"),
                              "slow": lambda: (order.append("slow"), time.sleep(0.02))},
                             repeat=3, warmup=1)
-    assert order == ["fast", "slow"] * 4  # the warm-up round, then three timed rounds, in turns
+    # the warm-up round, then three timed rounds, in turns, each starting one way further on
+    assert order == ["fast", "slow", "fast", "slow", "slow", "fast", "fast", "slow"]
     assert len(timings["fast"].runs) == len(timings["slow"].runs) == 3
     assert timings["slow"].min >= 0.02 > timings["fast"].max  # each way's own time, not the round's
     with pytest.raises(ValueError):
