@@ -30,7 +30,7 @@ from helpers.lessons.exercises import Exercise
 from helpers.measure import copy_floors
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.memory import MemoryReport, track_memory
-from helpers.measure.timing import Timing, stopwatch, time_it
+from helpers.measure.timing import Timing, rotated, stopwatch, time_it
 from sharedarrays.shm import SharedNDArray, process_alive
 
 CHILD_TIMEOUT_SECONDS = 60.0
@@ -68,32 +68,47 @@ class CallAndParts:
     """Seconds of a hand-built call and of what it contains, measured in turns (one run of each per
     round, so that a busy moment of the machine slows all four, not one): ``warm``, floor (a);
     ``new_segment``, floor (b) (the copy alone, its pages faulted in one by one); ``segment_steps``,
-    steps 1 and 4 alone (``segment_steps``); ``call``, one ``submit_with_handles``."""
+    steps 1 and 4 alone (``segment_steps``); ``call``, one ``submit_with_handles``. Wall-clock
+    seconds; ``segment_steps_cpu`` and ``call_cpu``: the CPU seconds the calling thread spent in
+    those (``time.thread_time``: user and kernel time, page faults and zeroing included, never a
+    wait), which a neighbour on the CPU does not change."""
 
     warm: Timing
     new_segment: Timing
     segment_steps: Timing
     call: Timing
+    segment_steps_cpu: Timing
+    call_cpu: Timing
 
 
-def time_call_and_parts(executor, array: np.ndarray, repeat: int = 5) -> CallAndParts:
+def time_call_and_parts(executor, array: np.ndarray, repeat: int = 7) -> CallAndParts:
     """``CallAndParts`` of ``array`` on ``executor`` (a stdlib pool): ``repeat`` rounds after one
-    untimed round; the call runs ``workers.array_nbytes``, which does nothing with the array."""
+    untimed round, each starting one part further on (``timing.rotated``: under a CPU quota the last
+    runs of a round wait likeliest); the call runs ``workers.array_nbytes``, which does nothing with
+    the array."""
     target = np.empty_like(array)
     target.fill(1)  # floor (a)'s buffer: mapped and touched
-    runs: dict[str, list[float]] = {"warm": [], "new_segment": [], "segment_steps": [], "call": []}
+
+    def timed(block) -> tuple[float, float | None]:
+        """(wall-clock seconds, this thread's CPU seconds) of ``block()``."""
+        cpu_start = time.thread_time()
+        with stopwatch() as watch:
+            block()
+        return watch.seconds, time.thread_time() - cpu_start
+
+    parts = [("warm", lambda: timed(lambda: np.copyto(target, array))),
+             ("new_segment", lambda: (copy_floors.new_segment_copy(array)[0], None)),  # the copy alone
+             ("segment_steps", lambda: timed(lambda: segment_steps(array))),
+             ("call", lambda: timed(lambda: submit_with_handles(executor, workers.array_nbytes, array)))]
+    runs: dict[str, list[float]] = {name: [] for name in ("warm", "new_segment", "segment_steps", "call",
+                                                          "segment_steps_cpu", "call_cpu")}
     for round_number in range(repeat + 1):
-        with stopwatch() as warm:
-            np.copyto(target, array)
-        new_segment, _ = copy_floors.new_segment_copy(array)
-        with stopwatch() as steps:
-            segment_steps(array)
-        with stopwatch() as call:
-            submit_with_handles(executor, workers.array_nbytes, array)
-        if round_number:  # the first round warms the paths up
-            for name, seconds in (("warm", warm.seconds), ("new_segment", new_segment),
-                                  ("segment_steps", steps.seconds), ("call", call.seconds)):
+        for name, seconds_of in rotated(parts, round_number):
+            seconds, cpu_seconds = seconds_of()
+            if round_number:  # the first round warms the paths up
                 runs[name].append(seconds)
+                if f"{name}_cpu" in runs:
+                    runs[f"{name}_cpu"].append(cpu_seconds)
     return CallAndParts(**{name: Timing(tuple(seconds)) for name, seconds in runs.items()})
 
 

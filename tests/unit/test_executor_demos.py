@@ -68,9 +68,13 @@ def test_a_hand_built_call_and_what_it_contains_are_timed_in_turns():
     array = random_array(4 * MiB)
     with ProcessPoolExecutor(1, mp_context=SPAWN) as pool:
         parts = shared_memory_executor.time_call_and_parts(pool, array, repeat=2)
-    timings = (parts.warm, parts.new_segment, parts.segment_steps, parts.call)
+    timings = (parts.warm, parts.new_segment, parts.segment_steps, parts.call, parts.segment_steps_cpu,
+               parts.call_cpu)
     assert all(len(timing.runs) == 2 for timing in timings), timings
     assert parts.call.min > parts.warm.min  # a call copies the array into new pages, then a round trip
+    # this thread's CPU: the call does the steps' work (and a little more), and never waits in it
+    assert parts.call_cpu.min >= 0.9 * parts.segment_steps_cpu.min, (parts.call_cpu, parts.segment_steps_cpu)
+    assert parts.call_cpu.min <= parts.call.min
 
 
 def test_fan_out_memory_sees_a_copy_per_worker_only_when_the_array_is_private():
