@@ -179,6 +179,9 @@ def segment_names() -> list[str]:
         return []
 
 
+_PLATFORM_CHECKED = False  # require_posix_shared_memory() passed once in this process: it will again
+
+
 def require_posix_shared_memory() -> None:
     """Raise a clear error naming what is missing where POSIX shared memory cannot work.
 
@@ -187,6 +190,9 @@ def require_posix_shared_memory() -> None:
     glibc keeps segments in. Windows has neither ``shm_open`` nor ``fcntl``. Without
     ``os.posix_fallocate`` (macOS) it works as the stdlib does there: see ``reserve``.
     """
+    global _PLATFORM_CHECKED
+    if _PLATFORM_CHECKED:
+        return
     missing = [what for what, present in (("POSIX shared memory (shm_open, CPython's _posixshmem)",
                                            _posixshmem is not None),
                                           ("file locks (fcntl)", _has_file_locks()),
@@ -197,6 +203,7 @@ def require_posix_shared_memory() -> None:
         raise OSError(f"sharedarrays needs {' and '.join(missing)}, which this platform ({sys.platform}) "
                       "does not have; it is tested on Linux only. Use multiprocessing.shared_memory "
                       "directly, or run on Linux.")
+    _PLATFORM_CHECKED = True
 
 
 @functools.cache

@@ -89,10 +89,31 @@ class ArrayHandle:
         object.__setattr__(self, "offset", offset)
         object.__setattr__(self, "dtype", dtype)
 
+    @classmethod
+    def _of_array(cls, name: str, array: np.ndarray, offset: int) -> ArrayHandle:
+        """The handle of ``array`` at ``offset`` bytes into segment ``name``, unchecked: a live
+        ndarray's shape, dtype and strides are valid already (a round trip's hot path)."""
+        return _trusted_handle(name, array.shape, array.dtype, array.strides, offset)
+
+    def __reduce__(self):
+        """Pickled as its fields; unpickled unchecked, as every pickle is trusted (it was checked
+        when it was made, and unpickling runs whatever a pickle says anyway)."""
+        return _trusted_handle, (self.name, self.shape, self.dtype, self.strides, self.offset)
+
     @property
     def nbytes(self) -> int:
         """Bytes of array data the handle describes."""
         return math.prod(self.shape) * self.dtype.itemsize
+
+
+def _trusted_handle(name: str, shape: tuple[int, ...], dtype: np.dtype, strides: tuple[int, ...],
+                    offset: int) -> ArrayHandle:
+    """An ``ArrayHandle`` of fields known to be valid, made without ``__post_init__``'s checks."""
+    handle = object.__new__(ArrayHandle)
+    fields = dict(name=name, shape=tuple(shape), dtype=dtype, strides=tuple(strides), offset=offset)
+    for field, value in fields.items():
+        object.__setattr__(handle, field, value)
+    return handle
 
 
 def _refuse_masked(array: np.ndarray, who: str) -> None:
@@ -331,5 +352,4 @@ def handle_of(array: np.ndarray) -> ArrayHandle | None:
     name, address = found
     if not segment_exists(name):
         return None  # unlinked: the memory is still mapped here, but no other process can attach it
-    offset = array.ctypes.data - address
-    return ArrayHandle(name, tuple(array.shape), array.dtype, tuple(array.strides), offset)
+    return ArrayHandle._of_array(name, array, array.__array_interface__["data"][0] - address)

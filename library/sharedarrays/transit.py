@@ -301,8 +301,7 @@ class WorkerSide:
         if found is None or found[0] not in self._roots or array.dtype.hasobject:
             return None
         name, address = found
-        return ArrayHandle(name, tuple(array.shape), array.dtype, tuple(array.strides),
-                           array.__array_interface__["data"][0] - address)
+        return ArrayHandle._of_array(name, array, array.__array_interface__["data"][0] - address)
 
     def __enter__(self) -> WorkerSide:
         return self
