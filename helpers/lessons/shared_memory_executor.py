@@ -81,7 +81,7 @@ class CallAndParts:
     call_cpu: Timing
 
 
-def time_call_and_parts(executor, array: np.ndarray, repeat: int = 7) -> CallAndParts:
+def time_call_and_parts(executor, array: np.ndarray, repeat: int = 5) -> CallAndParts:
     """``CallAndParts`` of ``array`` on ``executor`` (a stdlib pool): ``repeat`` rounds after one
     untimed round, each starting one part further on (``timing.rotated``: under a CPU quota the last
     runs of a round wait likeliest); the call runs ``workers.array_nbytes``, which does nothing with
@@ -177,7 +177,7 @@ class FanOutMemory:
 
 
 def fan_out_memory(executor_class, context, n_workers: int, array: np.ndarray,
-                   hold_seconds: float = 1.0, by_map: bool = False, **executor_kwargs) -> FanOutMemory:
+                   hold_seconds: float = 0.6, by_map: bool = False, **executor_kwargs) -> FanOutMemory:
     """Submit ``array`` to ``n_workers`` tasks of a new ``executor_class`` pool (``by_map``: in one
     ``map`` call, ``map(f, [array] * n_workers)``); each reads every page and holds it while
     ``track_memory`` samples the tree (pool start-up not in the windows)."""

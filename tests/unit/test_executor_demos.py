@@ -72,8 +72,8 @@ def test_a_hand_built_call_and_what_it_contains_are_timed_in_turns():
                parts.call_cpu)
     assert all(len(timing.runs) == 2 for timing in timings), timings
     assert parts.call.min > parts.warm.min  # a call copies the array into new pages, then a round trip
-    # this thread's CPU: the call does the steps' work (and a little more), and never waits in it
-    assert parts.call_cpu.min >= 0.9 * parts.segment_steps_cpu.min, (parts.call_cpu, parts.segment_steps_cpu)
+    # this thread's CPU: the call does the steps' work (freeing the pages may fall to the worker), no waiting
+    assert parts.call_cpu.min >= 0.75 * parts.segment_steps_cpu.min, (parts.call_cpu, parts.segment_steps_cpu)
     assert parts.call_cpu.min <= parts.call.min
 
 
