@@ -52,6 +52,8 @@ def test_cpython_s_own_suite_passes_but_for_the_four_unpickling_cases_under_each
     assert result["ran"] > 200, result
     # a failed assertRaises, or the call's own error (SystemExit, RuntimeError) escaping it
     assert sorted(result["failed"] + result["errors"]) == DIFFERENT_BY_DESIGN, done.stderr[-6000:]
+    if result["passed_when_run_again"]:  # a test of the suite that times in seconds, on a busy machine
+        print(f"passed when run again, as CPython's runner reruns them: {result['passed_when_run_again']}")
 
 
 # CPython's test_shutdown.test_interpreter_shutdown and test_submit_after_interpreter_shutdown, their
