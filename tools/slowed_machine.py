@@ -47,7 +47,7 @@ def cpu_limited_cgroup(cores: float) -> Iterator[Path]:
     """A new cgroup whose processes together get at most ``cores`` CPUs; removed on exit (its
     processes are moved back to the root first, so the removal never fails on a straggler)."""
     root, version = _cgroup_root()
-    group = root / f"sal-slowed-{os.getpid()}"
+    group = root / hog_marker()
     group.mkdir()
     quota = max(1000, int(cores * PERIOD_US))
     try:
@@ -82,11 +82,18 @@ def _wait(child: subprocess.Popen) -> int:
         raise
 
 
+def hog_marker(pid: int | None = None) -> str:
+    """What the hogs of the run made by process ``pid`` (default: this one) carry in their command
+    line; its cgroup has the same name."""
+    return f"sal-slowed-{os.getpid() if pid is None else pid}"
+
+
 def run_slowed(command: list[str], cores: float, n_hogs: int, cpus: str | None,
                hogs_on: str | None = None) -> int:
     """Run ``command`` in a cgroup of ``cores`` CPUs (none if 0) beside ``n_hogs`` CPU-bound
     processes; return its exit status."""
-    hogs = [subprocess.Popen(_pinned([sys.executable, "-c", HOG], hogs_on or cpus)) for _ in range(n_hogs)]
+    hog = f"{HOG}  # {hog_marker()}"  # the marker tells our hogs from other programs' busy loops
+    hogs = [subprocess.Popen(_pinned([sys.executable, "-c", hog], hogs_on or cpus)) for _ in range(n_hogs)]
     try:
         if cores <= 0:
             return _wait(subprocess.Popen(_pinned(command, cpus)))
