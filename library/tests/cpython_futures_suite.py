@@ -22,6 +22,14 @@ import unittest
 from sharedarrays.executor import SharedMemoryExecutor
 
 SUITE = "test.test_concurrent_futures"
+# What differs by design, under each start method (the library's README, "Against the standard library")
+UNPICKLED_HERE = ("test_exit_at_task_unpickle", "test_error_at_task_unpickle",
+                  "test_error_during_result_unpickle_in_result_handler",
+                  "test_exit_during_result_unpickle_in_result_handler")
+POOLS = ("ProcessPoolForkExecutorDeadlockTest", "ProcessPoolSpawnExecutorDeadlockTest",
+         "ProcessPoolForkserverExecutorDeadlockTest")
+DIFFERENT_BY_DESIGN = sorted(f"test.test_concurrent_futures.test_deadlock.{pool}.{test}"
+                             for pool in POOLS for test in UNPICKLED_HERE)
 IN_A_FRESH_INTERPRETER = ("test_interpreter_shutdown", "test_submit_after_interpreter_shutdown")
 
 
@@ -61,12 +69,14 @@ if __name__ == "__main__":
     # fresh load. A few of its tests time their calls in seconds (test_map_timeout: two calls within
     # 5 s of a map's start, spawned workers' start-up included) and miss on a machine busy enough;
     # a difference of ours fails again.
-    first = not_passed(result)
+    # What differs by design fails every time: it is not run again.
+    first = not_passed(result) - set(DIFFERENT_BY_DESIGN)
     fresh = process_pool_tests(unittest.defaultTestLoader.loadTestsFromName(SUITE))
     again = unittest.TestSuite(test for test in fresh if test.id() in first)
     rerun = run(again) if first else None
+    by_design = {test.id() for test, _ in result.failures + result.errors} & set(DIFFERENT_BY_DESIGN)
     failed = {test.id() for test, _ in rerun.failures} if rerun else set()
-    errors = {test.id() for test, _ in rerun.errors} if rerun else set()
+    errors = ({test.id() for test, _ in rerun.errors} if rerun else set()) | by_design
     print("\nRESULT: " + json.dumps({
         "ran": result.testsRun,
         "failed": sorted(failed),
