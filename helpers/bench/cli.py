@@ -25,14 +25,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from helpers.bench import own_task, report, strategies_suite, targets, task_array, task_suite
+from helpers.bench import cluster_suite, own_task, report, strategies_suite, targets, task_array, task_suite
 from helpers.bench import transport_suite as transport
+from helpers.bench.cluster_measure import ClusterError
 from helpers.measure import config, copy_floors, leftovers, system
 from helpers.measure.machine import machine_report
 from helpers.measure.memory import track_memory
 from helpers.measure.units import MiB, format_bytes
 
-SUITES = ("strategies", "transport", "all")  # "all": strategies, then transport, each to its own file
+SUITES = ("strategies", "transport", "all", "cluster")  # "all": strategies, then transport, each to its own
+                                                      # file; "cluster": on a Ray or Dask cluster
 DEFAULT_SIZES = "1,10,100,1000"  # the transport suite's; strategies_suite.DEFAULT_SIZES the
                                  # strategies suite's
 DEFAULT_REPEAT = 5  # the transport suite's; strategies_suite.DEFAULT_REPEAT the strategies suite's
@@ -53,6 +55,16 @@ compare with two floors measured in the same run: (a) one copy into warm memory,
 into a new shared-memory segment. Results: results/<host>-<date>-<suite>.json (schema:
 results/README.md) and a PNG figure beside it; the table (and the transport targets) printed.
 Ctrl-C stops it cleanly (exit code 130).
+
+Beyond one machine (--suite cluster): every worker on every node of a Ray or a Dask cluster gets the
+array (Ray by value, ray.put once, Dask by value, Dask scatter(broadcast=True)); per way the time
+until all of them hold it, as a multiple of one transfer between two nodes by the engine's own
+transport (the floor, measured in the same run), the bytes that crossed the network and what each
+node added. --ray-address HOST:PORT and --dask-scheduler tcp://HOST:PORT (or RAY_ADDRESS and
+DASK_SCHEDULER_ADDRESS) join your running clusters and leave them as they were; with neither, the
+suite starts a cluster of separate processes on this machine (--nodes, --engines) and ends it.
+--task and --array work there too; the task goes to the workers by value (they need NumPy and
+psutil, not this course). Writes results/<host>-<date>-cluster.json and a PNG.
 
 Your own task on your own array: --task my_module:my_function runs your function as the workers' task
 in every strategy chosen (--strategies, default all), on --array data.npy (memory-mapped, not loaded
@@ -123,6 +135,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--time-limit", type=float, default=own_task.DEFAULT_TIME_LIMIT_S, metavar="S",
                         help="with --task: seconds one strategy may take in all; past it its processes are "
                              "ended and the row says so (default: %(default)g)")
+    parser.add_argument("--ray-address", metavar="HOST:PORT",
+                        help="cluster suite: join the running Ray cluster whose head is there (default: "
+                             f"${cluster_suite.RAY_ENV}); it is never started, stopped or reconfigured")
+    parser.add_argument("--dask-scheduler", metavar="tcp://HOST:PORT",
+                        help="cluster suite: join the running Dask cluster whose scheduler is there "
+                             "(default: "
+                             f"${cluster_suite.DASK_ENV}); it is never started, stopped or reconfigured")
+    parser.add_argument("--engines", default="ray,dask", metavar="NAME,NAME",
+                        help="cluster suite without an address: which local clusters to start and measure "
+                             "(default: %(default)s)")
+    parser.add_argument("--nodes", type=int, default=cluster_suite.LOCAL_NODES, metavar="N",
+                        help="cluster suite without an address: nodes of the local cluster (Ray nodes, Dask "
+                             "worker processes; default: %(default)s)")
+    parser.add_argument("--node-workers", type=int, default=cluster_suite.LOCAL_NODE_WORKERS, metavar="N",
+                        help="cluster suite without an address: workers of each local node (a Ray node's "
+                             "CPUs, "
+                             "a Dask worker's threads; default: %(default)s); on your cluster, one task runs "
+                             "per CPU (Ray) or thread (Dask) of every node")
     parser.add_argument("--out", type=Path, metavar="FILE.json",
                         help="where to write the results; the PNG figure goes beside it with .png "
                              "(default: results/<host>-<date>-<suite>.json under the current folder; "
@@ -318,7 +348,59 @@ def _check_task_input(args: argparse.Namespace) -> tuple[task_array.ArrayInput, 
     return source, names, reference
 
 
+def _check_cluster_input(args: argparse.Namespace) -> tuple:
+    """(arrays' sources, engine addresses, reference document) for ``--suite cluster``; BadInput or
+    ValueError before anything starts."""
+    if args.array is not None and (args.shape or args.dtype or args.sizes):
+        raise BadInput("--array gives the shape and dtype: leave out --sizes, --shape and --dtype")
+    if ((args.repeat is not None and args.repeat < 1) or args.nodes < 2 or args.node_workers < 1
+            or not args.time_limit > 0):
+        raise BadInput("--repeat and --node-workers must be at least 1, --nodes at least 2, --time-limit "
+                       "positive")
+    engines = [name.strip() for name in args.engines.split(",") if name.strip()]
+    unknown = [name for name in engines if name not in cluster_suite.ENGINES]
+    if unknown or not engines:
+        raise BadInput(f"--engines takes ray and/or dask, got {args.engines!r}")
+    addresses = cluster_suite.addresses(args.ray_address, args.dask_scheduler, engines)
+    for name in addresses:
+        reason = _engine_missing(name)
+        if reason:
+            raise BadInput(reason)
+    if args.task is not None:
+        own_task.check_task(args.task)
+    if args.array is not None:
+        sources = [task_array.describe_file(args.array)]
+    elif args.shape or args.dtype:
+        sources = [task_array.describe_random(args.shape, args.dtype)]
+    else:
+        sources = [task_array.describe_random(str(n // 8), "float64")
+                   for n in parse_sizes(args.sizes or cluster_suite.DEFAULT_SIZES)]
+    local = [name for name, address in addresses.items() if address is None]
+    reason = cluster_suite.sizes_fit([source.nbytes for source in sources], local, args.nodes,
+                                     args.node_workers)
+    if reason:
+        raise BadInput(reason)
+    reference = report.load_reference(args.compare) if args.compare else None
+    if reference is not None and reference.get("suite") != "cluster":
+        raise BadInput(f"reference {args.compare} is of the {reference.get('suite')} suite, not cluster")
+    return sources, addresses, reference
+
+
+def _engine_missing(name: str) -> str | None:
+    """Why ``name``'s engine cannot run here (None: it can)."""
+    import importlib.util
+
+    module = "ray" if name == "ray" else "distributed"
+    if importlib.util.find_spec(module) is None:
+        return f"the cluster suite's {name} side needs {module}, which is not installed here"
+    return None
+
+
 def _check_any_input(args: argparse.Namespace, suites: list[str]) -> dict:
+    if args.suite == "cluster":
+        return {"cluster": _check_cluster_input(args)}
+    if args.ray_address or args.dask_scheduler:
+        raise BadInput("--ray-address and --dask-scheduler go with --suite cluster")
     if args.task is None and (args.array or args.shape or args.dtype):
         raise BadInput("--array, --shape and --dtype go with --task")
     if args.task is not None:
@@ -343,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or report.default_out_path(suite)
         try:
             _run_and_report(suite, checked[suite], out, args, argv, written)
+        except ClusterError as error:
+            print(f"{parser.prog}: cluster: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         except KeyboardInterrupt:
             _clean_after_interrupt()
             kept = ", ".join(str(path) for path in written)
@@ -359,6 +444,9 @@ def _run_and_report(suite: str, checked: tuple[list[int], list[str], dict | None
     both are there) and print its table."""
     if suite == "task":
         _run_and_report_task(checked, out, args, argv, written)
+        return
+    if suite == "cluster":
+        _run_and_report_cluster(checked, out, args, argv, written)
         return
     sizes, names, reference = checked
     started = time.perf_counter()
@@ -400,4 +488,41 @@ def _run_and_report_task(checked: tuple[task_array.ArrayInput, list[str], dict |
     if reference is not None:
         print()
         print(task_suite.format_comparison(rows, reference))
+    print(f"\nwall time {doc['wall_seconds']:.1f} s; wrote {out} and {figure}")
+
+
+def _run_and_report_cluster(checked: tuple, out: Path, args: argparse.Namespace, argv: list[str] | None,
+                            written: list[Path]) -> None:
+    """Run the cluster suite, write its JSON and PNG (both or neither), print the table, the ranking,
+    the decision guide's multi-node rows and the comparison."""
+    sources, addresses, reference = checked
+    started = time.perf_counter()
+    repeat = args.repeat or cluster_suite.DEFAULT_REPEAT
+    machine = machine_report()
+    arrays = [task_array.make(source) for source in sources]
+    rows, clusters = cluster_suite.run(arrays, addresses, args.task, repeat, args.time_limit, args.nodes,
+                                       args.node_workers,
+                                       progress=lambda text: print(text, file=sys.stderr, flush=True))
+    del arrays
+    options = {"suite": "cluster", "sizes_bytes": [source.nbytes for source in sources], "repeat": repeat,
+               "workers": "every CPU (Ray) or thread (Dask) of every node",
+               "start_method": "the engines' own",
+               "task": args.task or "sum_whole (every worker sums the whole array)",
+               "argv": sys.argv[1:] if argv is None else list(argv)}
+    doc = report.document("cluster", options, machine, rows, [], time.perf_counter() - started)
+    doc["clusters"] = clusters
+    doc["ranking"] = cluster_suite.ranking(rows)
+    doc["decision_guide"] = cluster_suite.guide_rows(rows, clusters)
+    def plot(document: dict, path: Path) -> Path:
+        return cluster_suite.plot_document(document, path, reference)
+
+    figure = write_pair(out, doc, plot, written)
+    print(cluster_suite.format_table(rows, clusters))
+    print()
+    print(cluster_suite.format_ranking(doc["ranking"]))
+    print()
+    print(cluster_suite.format_guide(doc["decision_guide"]))
+    if reference is not None:
+        print()
+        print(cluster_suite.format_comparison(rows, reference))
     print(f"\nwall time {doc['wall_seconds']:.1f} s; wrote {out} and {figure}")

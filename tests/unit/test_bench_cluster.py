@@ -1,0 +1,395 @@
+"""``python -m helpers.bench --suite cluster`` on real clusters of separate processes on this machine:
+``ray start --head`` and ``ray start --address`` as node processes, ``dask scheduler`` and ``dask
+worker`` as processes of their own (``helpers.bench.cluster_local``), each started and ended by the
+test. The suite joins them as a reader's cluster, measures, and must leave them as they were: the
+same nodes, nothing in their stores, no task or actor of ours. A refused address, a cluster of one
+node, a node lost mid-run and a version mismatch each end the run with one clear line (exit code 2),
+the cluster untouched; Ctrl-C exits with 130, the cluster untouched.
+
+This process never imports Ray nor opens a Dask client (it forks later, in other tests): every
+driver and every check of a cluster's state runs in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers.bench import cluster_local, cluster_suite
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(600)
+
+RAY_STATE = """
+import json, os, ray
+from ray._private import state
+ray.init(address=os.environ["ADDRESS"], log_to_driver=False, logging_level="ERROR")
+total, available = state.total_resources_per_node(), state.available_resources_per_node()
+used = sum(total[n].get("object_store_memory", 0) - available.get(n, {}).get("object_store_memory", 0)
+           for n in total)
+actors = [a for a in state.actors().values() if a.get("State") == "ALIVE"]
+print(json.dumps({"nodes": sum(1 for n in ray.nodes() if n["Alive"]), "store_used": used,
+                  "actors": len(actors)}))
+"""
+DASK_STATE = """
+import json, os, warnings
+warnings.simplefilter("ignore")
+from distributed import Client
+with Client(os.environ["ADDRESS"], timeout=30, set_as_default=False) as client:
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    tasks = client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+    data = sum(client.run(lambda dask_worker: len(dask_worker.data)).values())
+print(json.dumps({"nodes": len(workers), "tasks": tasks, "data": data}))
+"""
+
+
+def cluster_state(cluster: cluster_local.LocalCluster) -> dict:
+    """What the cluster holds now, asked by a driver of its own."""
+    code = RAY_STATE if cluster.engine == "ray" else DASK_STATE
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**cluster.driver_env(), "ADDRESS": cluster.address},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench(
+    cluster: cluster_local.LocalCluster | None, *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    env = cluster.driver_env() if cluster is not None else dict(os.environ)
+    return subprocess.run(
+        [sys.executable, "-m", "helpers.bench", "--suite", "cluster", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def bench_until(cluster: cluster_local.LocalCluster, args: list[str], seen: str, then) -> tuple[int, str]:
+    """Run the suite on ``cluster``; once ``seen`` is on its stderr, call ``then(process)``; return its
+    exit code and stderr."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "helpers.bench", "--suite", "cluster", *args],
+        cwd=ROOT,
+        env=cluster.driver_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    ) as process:
+        stderr: list[str] = []
+        reader = threading.Thread(target=lambda: stderr.extend(iter(lambda: process.stderr.read(1), "")))
+        reader.start()
+        deadline = time.monotonic() + 240
+        while seen not in "".join(stderr) and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        assert seen in "".join(stderr), "".join(stderr)[-2000:]
+        time.sleep(0.5)
+        then(process)
+        process.wait(timeout=240)
+        reader.join()
+    return process.returncode, "".join(stderr)
+
+
+@pytest.fixture(scope="module")
+def dask_two():
+    with cluster_local.dask_cluster(2, threads=2) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def ray_two():
+    with cluster_local.ray_cluster(2, 1, 128 * 2**20) as cluster:
+        yield cluster
+
+
+def test_dask_every_way_on_a_running_cluster_with_the_readers_task_leaves_it_as_it_was(dask_two, tmp_path):
+    before = cluster_state(dask_two)
+    out = tmp_path / "dask.json"
+    reference = cluster_suite.newest_reference()
+    done = bench(
+        dask_two,
+        "--dask-scheduler",
+        dask_two.address,
+        "--sizes",
+        "2",
+        "--repeat",
+        "2",
+        "--task",
+        "helpers.bench.example_tasks:sum_slice",
+        "--out",
+        str(out),
+        "--compare",
+        str(reference),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert out.with_suffix(".png").exists()
+    assert doc["suite"] == "cluster" and doc["clusters"]["dask"]["started_by_suite"] is False
+    rows = {row["name"]: row for row in doc["rows"]}
+    assert set(rows) == {"dask_floor", "dask_by_value", "dask_scatter"}
+    assert rows["dask_floor"]["median_s"] > 0
+    for name in ("dask_by_value", "dask_scatter"):
+        row = rows[name]
+        assert row["error"] is None and len(row["runs_s"]) == 2 and row["every_task_held_at_once"]
+        assert row["ratio_to_floor"] == pytest.approx(row["median_s"] / rows["dask_floor"]["median_s"])
+        assert len(row["node_added"]) == 2
+    # by value, each of the 4 tasks' arrays travels client, scheduler, worker, and each task reads its own
+    assert rows["dask_by_value"]["network_arrays_per_run"] >= 4 * 0.9
+    assert [added["copies_read"] for added in rows["dask_by_value"]["node_added"].values()] == [2, 2]
+    # scattered, each worker holds one copy in its data, which both its tasks read
+    for added in rows["dask_scatter"]["node_added"].values():
+        assert added["copies_read"] == 1 and added["store_bytes"] >= 0.9 * 2 * 2**20
+    assert "ranking at 2 MiB" in done.stdout and "decision guide's multi-node rows" in done.stdout
+    assert f"against {json.loads(reference.read_text())['machine']['host']}" in done.stdout
+    assert cluster_state(dask_two) == before == {"nodes": 2, "tasks": 0, "data": 0}
+
+
+def test_a_refused_address_is_one_clear_line(tmp_path):
+    free = cluster_local._free_port()
+    for option, address in (
+        ("--ray-address", f"127.0.0.1:{free}"),
+        ("--dask-scheduler", f"tcp://127.0.0.1:{free}"),
+    ):
+        started = time.monotonic()
+        done = bench(None, option, address, "--sizes", "1", "--out", str(tmp_path / "x.json"), timeout=120)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert (
+            f"nothing answers at {'Ray' if 'ray' in option else 'Dask scheduler'} address {address}"
+            in done.stderr
+        )
+        assert "Traceback" not in done.stderr and time.monotonic() - started < 60
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_cluster_of_one_node_is_refused_and_left_as_it_was(tmp_path):
+    with cluster_local.dask_cluster(1) as cluster:
+        done = bench(
+            cluster, "--dask-scheduler", cluster.address, "--sizes", "1", "--out", str(tmp_path / "x.json")
+        )
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert "has 1 node(s) with workers; a multi-node measurement needs at least 2" in done.stderr
+        assert cluster_state(cluster) == {"nodes": 1, "tasks": 0, "data": 0}
+
+
+def test_dask_another_version_is_one_clear_line_and_the_cluster_stays(tmp_path):
+    """Simulated: the cluster's second worker reports toolz 0.0.1 (Dask checks the versions it reports)."""
+    with cluster_local.dask_cluster(2, report_package=("toolz", "0.0.1")) as cluster:
+        done = bench(
+            cluster, "--dask-scheduler", cluster.address, "--sizes", "1", "--out", str(tmp_path / "x.json")
+        )
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert "runs other versions than this client" in done.stderr and "toolz" in done.stderr
+        assert cluster_state(cluster) == {"nodes": 2, "tasks": 0, "data": 0}
+
+
+def test_dask_a_node_lost_mid_run_is_one_clear_line_and_the_rest_stays(tmp_path):
+    with cluster_local.dask_cluster(3) as cluster:
+        lost = psutil.Process(cluster.node_pids[-1])
+        code, stderr = bench_until(
+            cluster,
+            [
+                "--dask-scheduler",
+                cluster.address,
+                "--sizes",
+                "1",
+                "--task",
+                "helpers.bench.example_tasks:hangs",
+                "--out",
+                str(tmp_path / "x.json"),
+            ],
+            "dask_by_value: warm-up",
+            lambda process: lost.kill(),
+        )
+        assert code == 2, stderr[-2000:]
+        assert "left the cluster during dask_by_value's fan-out" in stderr and "Traceback" not in stderr
+        state = cluster_state(cluster)
+        assert state["nodes"] == 2 and state["data"] == 0
+    assert not list(tmp_path.iterdir())
+
+
+def test_dask_ctrl_c_mid_run_exits_130_and_leaves_the_cluster_as_it_was(dask_two, tmp_path):
+    code, stderr = bench_until(
+        dask_two,
+        [
+            "--dask-scheduler",
+            dask_two.address,
+            "--sizes",
+            "1",
+            "--task",
+            "helpers.bench.example_tasks:hangs",
+            "--out",
+            str(tmp_path / "x.json"),
+        ],
+        "dask_by_value: warm-up",
+        lambda process: os.killpg(process.pid, signal.SIGINT),
+    )
+    assert code == 130, stderr[-2000:]
+    deadline = time.monotonic() + 30
+    while (state := cluster_state(dask_two))["tasks"] and time.monotonic() < deadline:
+        time.sleep(1)  # the hanging task is cancelled; the scheduler forgets it once it ends
+    assert state == {"nodes": 2, "tasks": 0, "data": 0}
+    assert not list(tmp_path.iterdir())
+
+
+def test_ray_every_way_on_a_running_cluster_leaves_it_as_it_was(ray_two, tmp_path):
+    before = cluster_state(ray_two)
+    out = tmp_path / "ray.json"
+    done = bench(
+        ray_two, "--ray-address", ray_two.address, "--sizes", "4", "--repeat", "2", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    rows = {row["name"]: row for row in doc["rows"]}
+    assert set(rows) == {"ray_floor", "ray_by_value", "ray_put_once"}
+    size = 4 * 2**20
+    for name in ("ray_by_value", "ray_put_once"):
+        row = rows[name]
+        assert row["error"] is None and row["every_task_held_at_once"] and len(row["node_added"]) == 2
+        # one copy went to the second node and its task read it there
+        assert row["network_arrays_per_run"] >= 0.9
+        assert [added["copies_read"] for added in row["node_added"].values()] == [1, 1]
+    driver_node = next(label for label in rows["ray_by_value"]["node_added"] if "the driver's" in label)
+    # by value, the driver's node stores both tasks' arguments; put once, one object
+    assert rows["ray_by_value"]["node_added"][driver_node]["store_bytes"] >= 2 * 0.9 * size
+    assert rows["ray_put_once"]["node_added"][driver_node]["store_bytes"] <= 1.1 * size
+    after = cluster_state(ray_two)
+    assert after == before and after["nodes"] == 2 and after["store_used"] == 0
+    assert before["actors"] == 0
+
+
+def test_ray_a_task_that_writes_into_its_read_only_array_is_reported_per_way(ray_two, tmp_path):
+    out = tmp_path / "ray.json"
+    done = bench(
+        ray_two,
+        "--ray-address",
+        ray_two.address,
+        "--sizes",
+        "1",
+        "--repeat",
+        "1",
+        "--task",
+        "helpers.bench.example_tasks:scale_share_in_place",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {row["name"]: row for row in json.loads(out.read_text())["rows"]}
+    for name in ("ray_by_value", "ray_put_once"):
+        assert "the task raised in a Ray worker" in rows[name]["error"] and "read-only" in rows[name]["error"]
+    assert cluster_state(ray_two)["store_used"] == 0
+
+
+def test_ray_a_node_lost_mid_run_is_one_clear_line_and_the_rest_stays(ray_two, tmp_path):
+    """Last of the module: it takes the second node away."""
+    raylet = psutil.Process(ray_two.node_pids[-1])
+    workers = raylet.children(recursive=True)
+    code, stderr = bench_until(
+        ray_two,
+        [
+            "--ray-address",
+            ray_two.address,
+            "--sizes",
+            "1",
+            "--task",
+            "helpers.bench.example_tasks:hangs",
+            "--time-limit",
+            "150",
+            "--out",
+            str(tmp_path / "x.json"),
+        ],
+        "ray_by_value: warm-up",
+        lambda process: [p.kill() for p in [raylet, *workers] if p.is_running()],
+    )
+    assert code == 2, stderr[-2000:]
+    assert "left the cluster" in stderr and "Traceback" not in stderr
+    state = cluster_state(ray_two)
+    assert state["nodes"] == 1 and state["store_used"] == 0 and state["actors"] == 0
+    assert not list(tmp_path.iterdir())
+
+
+def test_ray_another_version_is_one_clear_line_and_the_cluster_stays(tmp_path):
+    """Simulated: the head writes Ray 2.59.0 into the cluster's metadata, which is what Ray compares."""
+    with cluster_local.ray_cluster(1, 1, 96 * 2**20, report_version="2.59.0") as cluster:
+        done = bench(
+            cluster, "--ray-address", cluster.address, "--sizes", "1", "--out", str(tmp_path / "x.json")
+        )
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert "runs another version than this Python" in done.stderr and "2.59.0" in done.stderr
+        assert all(psutil.pid_exists(pid) for pid in cluster.node_pids)
+
+
+def test_bad_cluster_options_are_refused_in_one_line_before_anything_starts(tmp_path):
+    for args, says in (
+        (["--suite", "strategies", "--ray-address", "127.0.0.1:6379"], "go with --suite cluster"),
+        (["--suite", "cluster", "--nodes", "1"], "--nodes at least 2"),
+        (["--suite", "cluster", "--engines", "spark"], "--engines takes ray and/or dask"),
+        (["--suite", "cluster", "--sizes", "1", "--array", "x.npy"], "--array gives the shape"),
+        (["--suite", "cluster", "--sizes", "100000000"], "does not fit"),
+    ):
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "helpers.bench", *args, "--out", str(tmp_path / "x.json")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2 and says in done.stderr, (args, done.stderr[-1000:])
+        assert len(done.stderr.strip().splitlines()) == 1 and time.monotonic() - started < 60
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_shipped_reference_reads_as_lesson_10_shows_it():
+    from helpers.bench import cluster_suite, report
+
+    path = cluster_suite.newest_reference()
+    assert path is not None and path.with_suffix(".png").exists()
+    doc = report.load_reference(path)
+    assert doc["suite"] == "cluster" and set(doc["clusters"]) == {"ray", "dask"}
+    assert all(cluster["started_by_suite"] for cluster in doc["clusters"].values())  # localhost, and says so
+    summary = cluster_suite.reference_summary(path)
+    assert "the loopback is its network" in summary
+    for name in ("ray_by_value", "ray_put_once", "dask_by_value", "dask_scatter"):
+        assert name in summary
+    ranked = cluster_suite.ranking(doc["rows"])
+    assert [r["name"] for r in ranked] == [r["name"] for r in doc["ranking"]]
+    assert ranked == sorted(ranked, key=lambda r: r["median_s"])
+    assert set(cluster_suite.guide_rows(doc["rows"], doc["clusters"])) == {
+        "ray_by_value",
+        "ray_object_store",
+        "dask_by_value",
+        "dask_scatter",
+    }
+    comparison = cluster_suite.format_comparison(doc["rows"], doc)
+    assert "no way and size in common" not in comparison and "here" in comparison
+
+
+def test_addresses_come_from_the_options_then_the_engines_own_variables(monkeypatch):
+    from helpers.bench import cluster_suite
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    assert cluster_suite.addresses(None, None, ["ray", "dask"]) == {"dask": None, "ray": None}
+    assert cluster_suite.addresses(None, None, ["ray"]) == {"ray": None}
+    assert cluster_suite.addresses("h:1", None, ["ray", "dask"]) == {"ray": "h:1"}
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://s:8786")
+    assert cluster_suite.addresses(None, None, ["ray", "dask"]) == {"dask": "tcp://s:8786"}
+    assert cluster_suite.addresses("h:1", None, ["ray"]) == {"dask": "tcp://s:8786", "ray": "h:1"}
