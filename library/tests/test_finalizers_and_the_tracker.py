@@ -15,11 +15,28 @@ nothing on stderr and leave nothing in /dev/shm.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+# CPython's own race at exit, before 3.12.8 and 3.13.1 (gh-125451, fixed by gh-125492): the exit hook
+# of concurrent.futures wakes an executor's manager thread through a pipe that thread may be closing,
+# and prints this. The stdlib's ProcessPoolExecutor, dropped the same way, does too: it is no call into
+# the tracker, and the tracker did not warn.
+STDLIB_EXIT_RACE = re.compile(
+    r"Exception ignored in: <module 'threading' from [^\n]*>\nTraceback \(most recent call last\):\n"
+    r"(?:  [^\n]*\n)*?[^\n]*_python_exit\n(?:  [^\n]*\n)*OSError: \[Errno 9\] Bad file descriptor\n")
+
+
+def without_the_stdlib_exit_race(stderr: str) -> str:
+    """``stderr`` less CPython's known exit race (``STDLIB_EXIT_RACE``) on the Pythons that have it."""
+    if sys.version_info >= (3, 13, 1) or (3, 12, 8) <= sys.version_info < (3, 13):
+        return stderr
+    return STDLIB_EXIT_RACE.sub("", stderr)
+
 
 COMMON = """
     import gc, multiprocessing as mp, os, sys
@@ -75,7 +92,8 @@ def test_a_result_let_go_inside_a_tracker_call_is_unlinked_and_the_tracker_told_
     done = run_program(RESULT_LET_GO, start_method)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["unlinked at once: True", "left: []"]
-    assert done.stderr == "", f"a finalizer called into the tracker, or the tracker warned: {done.stderr}"
+    stderr = without_the_stdlib_exit_race(done.stderr)
+    assert stderr == "", f"a finalizer called into the tracker, or the tracker warned: {done.stderr}"
 
 
 @pytest.mark.timeout(120)
@@ -84,4 +102,5 @@ def test_an_executor_let_go_inside_a_tracker_call_closes_its_pool_and_the_tracke
     done = run_program(EXECUTOR_LET_GO, start_method)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["warm segments kept: True", "unlinked at once: True", "left: []"]
-    assert done.stderr == "", f"a finalizer called into the tracker, or the tracker warned: {done.stderr}"
+    stderr = without_the_stdlib_exit_race(done.stderr)
+    assert stderr == "", f"a finalizer called into the tracker, or the tracker warned: {done.stderr}"
