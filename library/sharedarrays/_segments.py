@@ -152,18 +152,18 @@ def check_room(n_bytes: int) -> None:
     free = shm_free()
     if free is not None and n_bytes > free:
         raise MemoryError(
-            f"a shared array of {format_bytes(n_bytes)} does not fit in /dev/shm: "
-            f"{format_bytes(free)} free of {format_bytes(shm_size() or 0)}, "
-            f"{format_bytes(n_bytes - free)} short. "
+            f"a shared array of {format_bytes(n_bytes)} does not fit in /dev/shm: it needs "
+            f"{format_bytes(n_bytes - free)} more than the {format_bytes(free)} free "
+            f"(of {format_bytes(shm_size() or 0)}). "
             "Use a smaller array, free /dev/shm, or run the container with a larger "
             "--shm-size."
         )
     available = available_memory()
     if n_bytes > available:
         raise MemoryError(
-            f"a shared array of {format_bytes(n_bytes)} does not fit in the memory available "
-            f"({format_bytes(available)}, {format_bytes(n_bytes - available)} short): /dev/shm pages "
-            "live in RAM."
+            f"a shared array of {format_bytes(n_bytes)} does not fit in the memory available: it needs "
+            f"{format_bytes(n_bytes - available)} more than the {format_bytes(available)} available "
+            "(/dev/shm pages live in RAM)."
         )
 
 

@@ -91,10 +91,11 @@ def pickling_fits(n_bytes: int) -> bool:
 def too_big_to_pickle(n_bytes: int, what: str) -> MemoryError:
     """The error for ``what`` (e.g. "a result array") that fits neither /dev/shm nor, pickled, in RAM."""
     free = shm_free() or 0
-    short = f", {format_bytes(n_bytes - free)} short" if n_bytes > free else ""
+    room = (f"it needs {format_bytes(n_bytes - free)} more than the {format_bytes(free)} free"
+            if n_bytes > free else f"{format_bytes(free)} free")
     return MemoryError(
-        f"{what} of {format_bytes(n_bytes)} does not fit in /dev/shm ({format_bytes(free)} "
-        f"free{short}), and pickling it instead takes about {format_bytes(n_bytes * PICKLED_COPIES)} of the "
+        f"{what} of {format_bytes(n_bytes)} does not fit in /dev/shm ({room}), and pickling it instead "
+        f"takes about {format_bytes(n_bytes * PICKLED_COPIES)} of the "
         f"{format_bytes(available_memory())} of memory available. Use a smaller array, free /dev/shm, "
         "or give the container a larger --shm-size."
     )
