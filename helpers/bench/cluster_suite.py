@@ -393,33 +393,28 @@ def newest_reference(folder: Path = RESULTS) -> Path | None:
 
 
 def reference_summary(path: Path | None = None) -> str:
-    """A reference run read for a reader (lesson 10): where it ran, then per engine the largest size's
-    floor and each way's multiple of it, the arrays that crossed and the copies each node's tasks read;
-    or why there is none."""
+    """A reference run read for a reader (lesson 10): where it ran; per engine, the largest size's floor
+    and each way's time (seconds, and as a multiple of that engine's own floor), the arrays that crossed
+    the network per run and the copies each node's tasks read; then the ranking by time. Or why there
+    is none."""
     path = path or newest_reference()
     if path is None:
         return (f"No cluster reference shipped in results/ ({PATTERN}): "
                 "run python -m helpers.bench --suite cluster")
     doc = report.load_reference(path)
-    lines = [
-        f"{path.name}: host {doc['machine'].get('host', '?')}, {doc['created'][:10]}, "
-        f"array sizes {', '.join(format_bytes(n) for n in doc['options']['sizes_bytes'])}"
-    ]
+    lines = [f"{path.name}: host {doc['machine'].get('host', '?')}, {doc['created'][:10]}, "
+             f"array sizes {', '.join(format_bytes(n) for n in doc['options']['sizes_bytes'])}"]
     for engine, cluster in doc["clusters"].items():
-        where = (
-            "started by the suite on one machine (the loopback is its network)"
-            if cluster["started_by_suite"]
-            else f"at {cluster['address']}"
-        )
-        workers = ", ".join(str(node["workers"]) for node in cluster["nodes"])
-        lines.append(f"{engine}: {len(cluster['nodes'])} nodes (workers per node: {workers}), {where}")
+        where = ("started by the suite on one machine (its network is the loopback)"
+                 if cluster["started_by_suite"] else f"at {cluster['address']}")
+        tasks = ", ".join(str(node["workers"]) for node in cluster["nodes"])
+        unit = "a Ray node's CPUs" if engine == "ray" else "threads of the node's one Dask worker process"
+        lines.append(f"{engine}: {len(cluster['nodes'])} nodes, tasks per node {tasks} ({unit}), {where}")
         rows = [r for r in doc["rows"] if r["engine"] == engine]
         size = max(r["size_bytes"] for r in rows)
         floor = next(r for r in rows if r["name"] == f"{engine}_floor" and r["size_bytes"] == size)
-        lines.append(
-            f"  at {format_bytes(size)}, floor (one transfer between two nodes): "
-            f"{format_seconds(floor['median_s'])}"
-        )
+        lines.append(f"  at {format_bytes(size)}, {engine}'s floor (one transfer between two nodes): "
+                     f"{format_seconds(floor['median_s'])}")
         for row in rows:
             if row["size_bytes"] != size or row["name"] == floor["name"]:
                 continue
@@ -427,10 +422,14 @@ def reference_summary(path: Path | None = None) -> str:
                 lines.append(f"  {row['name']:<14} {row['error']}")
                 continue
             copies = ", ".join(str(v["copies_read"]) for v in row["node_added"].values())
-            lines.append(
-                f"  {row['name']:<14} {row['ratio_to_floor']:5.2f}x the floor, "
-                f"{row['network_arrays_per_run']:.1f} arrays crossed, copies read per node: {copies}"
-            )
+            lines.append(f"  {row['name']:<14} {format_seconds(row['median_s']):>8} "
+                         f"({row['ratio_to_floor']:.2f}x {engine}'s floor), "
+                         f"{row['network_arrays_per_run']:.1f} arrays crossed, "
+                         f"copies read per node: {copies}")
+    ranked = doc.get("ranking") or ranking(doc["rows"])
+    if ranked:
+        lines.append(f"fastest first at {format_bytes(ranked[0]['size_bytes'])}, in seconds (both engines "
+                     "ran on the same machine): " + ", ".join(row["name"] for row in ranked))
     return "\n".join(lines)
 
 
