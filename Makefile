@@ -28,7 +28,7 @@ help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
 	@echo "make test       set up .venv, then lint, unit tests, bench targets, the notebooks under nbval, and the learner's path on Binder in a browser"
 	@echo "make library-test  the take-home library's own tests, in a venv with only it, NumPy and pytest"
-	@echo "make bench      rerun the benchmark on this machine and compare with the reference in results/"
+	@echo "make bench      rerun the benchmark (strategies, transport, cluster) here and compare with the references in results/"
 	@echo "make test-forkserver  every lesson with LAB_START_METHOD=forkserver (Python 3.14's Linux default)"
 	@echo "make test-binder  the lessons under nbval on a Binder-sized machine (64 MiB /dev/shm, 1 CPU; root)"
 	@echo "make test-browser every lesson in order in one JupyterLab in headless Chromium, Binder-sized (root; installs Debian's chromium)"
@@ -200,14 +200,18 @@ notebooks: $(INSTALLED)
 	$(BIN)/python -m tools.execute_notebooks execute notebooks/*.ipynb
 	$(BIN)/python -m tools.lesson_times --write
 
-# The strategies suite (16 and 128 MiB, every strategy), then every size of the transport suite (about 3-4
-# minutes on a 2-core VM); each writes results/<host>-<date>-<suite>.json and .png and is compared with its
-# reference in results/. BENCH_ARGS passes more options to both, e.g. make bench BENCH_ARGS="--sizes 1,10,100".
+# The strategies suite (16 and 128 MiB, every strategy), then every size of the transport suite, then the
+# cluster suite on two-node Ray and Dask clusters it starts here (about 6 minutes on a 2-core VM); each
+# writes results/<host>-<date>-<suite>.json and .png and is compared with its reference in results/.
+# BENCH_ARGS passes more options to the first two, e.g. make bench BENCH_ARGS="--sizes 1,10,100";
+# CLUSTER_ARGS to the cluster suite, e.g. CLUSTER_ARGS="--ray-address HEAD:6379" for your own cluster.
 STRATEGIES_REFERENCE ?= $(firstword $(wildcard results/*-strategies.json))
 BENCH_REFERENCE ?= $(firstword $(wildcard results/*-transport.json))
+CLUSTER_REFERENCE ?= $(lastword $(wildcard results/*-cluster.json))
 bench: $(INSTALLED)
 	$(BIN)/python -m helpers.bench --suite strategies $(if $(STRATEGIES_REFERENCE),--compare $(STRATEGIES_REFERENCE)) $(BENCH_ARGS)
 	$(BIN)/python -m helpers.bench --suite transport $(if $(BENCH_REFERENCE),--compare $(BENCH_REFERENCE)) $(BENCH_ARGS)
+	$(BIN)/python -m helpers.bench --suite cluster $(if $(CLUSTER_REFERENCE),--compare $(CLUSTER_REFERENCE)) $(CLUSTER_ARGS)
 
 # Our leftovers go first, with the venv's Python (helpers.measure.leftovers needs NumPy, through the
 # library); a failure there stops the target instead of passing unseen.
