@@ -407,13 +407,17 @@ def reference_summary(path: Path | None = None) -> str:
     for engine, cluster in doc["clusters"].items():
         where = ("started by the suite on one machine (its network is the loopback)"
                  if cluster["started_by_suite"] else f"at {cluster['address']}")
-        tasks = ", ".join(str(node["workers"]) for node in cluster["nodes"])
-        unit = "a Ray node's CPUs" if engine == "ray" else "threads of the node's one Dask worker process"
-        lines.append(f"{engine}: {len(cluster['nodes'])} nodes, tasks per node {tasks} ({unit}), {where}")
+        tasks = sorted({node["workers"] for node in cluster["nodes"]})
+        each = f"{tasks[0]} tasks each" if len(tasks) == 1 else "tasks per node: " + ", ".join(
+            str(node["workers"]) for node in cluster["nodes"])
+        unit = ("one per CPU of the node; the driver's node is listed first" if engine == "ray"
+                else "one per thread of the node's one Dask worker process")
+        lines.append(f"{engine}: {len(cluster['nodes'])} nodes, {each} ({unit}), {where}")
         rows = [r for r in doc["rows"] if r["engine"] == engine]
         size = max(r["size_bytes"] for r in rows)
         floor = next(r for r in rows if r["name"] == f"{engine}_floor" and r["size_bytes"] == size)
-        lines.append(f"  at {format_bytes(size)}, {engine}'s floor (one transfer between two nodes): "
+        lines.append(f"  at {format_bytes(size)}, {engine}'s transfer floor (one transfer between two "
+                     "nodes): "
                      f"{format_seconds(floor['median_s'])}")
         for row in rows:
             if row["size_bytes"] != size or row["name"] == floor["name"]:
@@ -423,7 +427,7 @@ def reference_summary(path: Path | None = None) -> str:
                 continue
             copies = ", ".join(str(v["copies_read"]) for v in row["node_added"].values())
             lines.append(f"  {row['name']:<14} {format_seconds(row['median_s']):>8} "
-                         f"({row['ratio_to_floor']:.2f}x {engine}'s floor), "
+                         f"({row['ratio_to_floor']:.2f}x that floor), "
                          f"{row['network_arrays_per_run']:.1f} arrays crossed, "
                          f"copies read per node: {copies}")
     ranked = doc.get("ranking") or ranking(doc["rows"])

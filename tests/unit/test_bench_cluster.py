@@ -366,7 +366,7 @@ def test_the_shipped_reference_reads_as_lesson_10_shows_it():
     assert doc["suite"] == "cluster" and set(doc["clusters"]) == {"ray", "dask"}
     assert all(cluster["started_by_suite"] for cluster in doc["clusters"].values())  # localhost, and says so
     summary = cluster_suite.reference_summary(path)
-    assert "the loopback is its network" in summary
+    assert "its network is the loopback" in summary
     for name in ("ray_by_value", "ray_put_once", "dask_by_value", "dask_scatter"):
         assert name in summary
     ranked = cluster_suite.ranking(doc["rows"])
