@@ -402,15 +402,16 @@ def reference_summary(path: Path | None = None) -> str:
         return (f"No cluster reference shipped in results/ ({PATTERN}): "
                 "run python -m helpers.bench --suite cluster")
     doc = report.load_reference(path)
-    lines = [f"{path.name}: host {doc['machine'].get('host', '?')}, {doc['created'][:10]}, "
-             f"array sizes {', '.join(format_bytes(n) for n in doc['options']['sizes_bytes'])}"]
+    machine, sizes = doc["machine"], ", ".join(format_bytes(n) for n in doc["options"]["sizes_bytes"])
+    lines = [f"{path.name}: host {machine.get('host', '?')} ({machine.get('logical_cpus', '?')} CPUs), "
+             f"{doc['created'][:10]}, array sizes {sizes}"]
     for engine, cluster in doc["clusters"].items():
         where = ("started by the suite on one machine (its network is the loopback)"
                  if cluster["started_by_suite"] else f"at {cluster['address']}")
         tasks = sorted({node["workers"] for node in cluster["nodes"]})
         each = f"{tasks[0]} tasks each" if len(tasks) == 1 else "tasks per node: " + ", ".join(
             str(node["workers"]) for node in cluster["nodes"])
-        unit = ("one per CPU of the node; the driver's node is listed first" if engine == "ray"
+        unit = ("one per CPU Ray counts on the node; the driver's node is listed first" if engine == "ray"
                 else "one per thread of the node's one Dask worker process")
         lines.append(f"{engine}: {len(cluster['nodes'])} nodes, {each} ({unit}), {where}")
         rows = [r for r in doc["rows"] if r["engine"] == engine]
