@@ -108,6 +108,12 @@ def bench_until(cluster: cluster_local.LocalCluster, args: list[str], seen: str,
     return process.returncode, "".join(stderr)
 
 
+def hanging_run(cluster: cluster_local.LocalCluster, address_option: str, tmp_path: Path) -> list[str]:
+    """The suite's arguments for a run on ``cluster`` whose task hangs (then a node is lost, or Ctrl-C)."""
+    return [address_option, cluster.address, "--sizes", "1", "--task", "helpers.bench.example_tasks:hangs",
+            "--out", str(tmp_path / "x.json")]
+
+
 @pytest.fixture(scope="module")
 def dask_two():
     with cluster_local.dask_cluster(2, threads=2) as cluster:
@@ -205,16 +211,7 @@ def test_dask_a_node_lost_mid_run_is_one_clear_line_and_the_rest_stays(tmp_path)
         lost = psutil.Process(cluster.node_pids[-1])
         code, stderr = bench_until(
             cluster,
-            [
-                "--dask-scheduler",
-                cluster.address,
-                "--sizes",
-                "1",
-                "--task",
-                "helpers.bench.example_tasks:hangs",
-                "--out",
-                str(tmp_path / "x.json"),
-            ],
+            hanging_run(cluster, "--dask-scheduler", tmp_path),
             "dask_by_value: warm-up",
             lambda process: lost.kill(),
         )
@@ -228,16 +225,7 @@ def test_dask_a_node_lost_mid_run_is_one_clear_line_and_the_rest_stays(tmp_path)
 def test_dask_ctrl_c_mid_run_exits_130_and_leaves_the_cluster_as_it_was(dask_two, tmp_path):
     code, stderr = bench_until(
         dask_two,
-        [
-            "--dask-scheduler",
-            dask_two.address,
-            "--sizes",
-            "1",
-            "--task",
-            "helpers.bench.example_tasks:hangs",
-            "--out",
-            str(tmp_path / "x.json"),
-        ],
+        hanging_run(dask_two, "--dask-scheduler", tmp_path),
         "dask_by_value: warm-up",
         lambda process: os.killpg(process.pid, signal.SIGINT),
     )
@@ -303,18 +291,7 @@ def test_ray_a_node_lost_mid_run_is_one_clear_line_and_the_rest_stays(ray_two, t
     workers = raylet.children(recursive=True)
     code, stderr = bench_until(
         ray_two,
-        [
-            "--ray-address",
-            ray_two.address,
-            "--sizes",
-            "1",
-            "--task",
-            "helpers.bench.example_tasks:hangs",
-            "--time-limit",
-            "150",
-            "--out",
-            str(tmp_path / "x.json"),
-        ],
+        [*hanging_run(ray_two, "--ray-address", tmp_path), "--time-limit", "150"],
         "ray_by_value: warm-up",
         lambda process: [p.kill() for p in [raylet, *workers] if p.is_running()],
     )
