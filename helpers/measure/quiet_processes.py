@@ -19,28 +19,46 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """SIGINT blocked for the block (main thread only): a Ctrl-C arriving meanwhile is held, then
-    raises KeyboardInterrupt here when the block ends. (Ignoring it instead would lose it: the kernel
-    discards a signal whose action is SIG_IGN, blocked or not.) A child started meanwhile inherits
-    the blocked mask, through fork and through exec alike."""
+def _sigint_held() -> Iterator[None]:
+    """A Ctrl-C arriving during the block is held, then raised here when the block ends (main thread
+    only; elsewhere the block runs as is). Two things hold it:
+
+    - SIGINT is blocked in this thread, so a child started meanwhile inherits the blocked mask, through
+      fork and through exec alike, and cannot die of it before its ``run()`` ignores it;
+    - a handler that only notes the Ctrl-C stands in for this process's own until the block ends. The
+      mask alone is not enough: the kernel gives a signal sent to the process to any thread that does
+      not block it (a pool's thread, a sampler's), and Python then runs the handler in the main thread
+      at once, inside the block.
+
+    At the end the handler that was there is put back and the held Ctrl-C is raised to it, so it is
+    never lost. (Ignoring SIGINT instead would lose it: the kernel discards a signal whose action is
+    SIG_IGN, blocked or not.) A process that ignores SIGINT keeps ignoring it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous_handler = signal.getsignal(signal.SIGINT)
+    stand_in = previous_handler not in (signal.SIG_IGN, None)  # None: a handler not set from Python
+    ctrl_c_held = []
+    if stand_in:
+        signal.signal(signal.SIGINT, lambda signum, frame: ctrl_c_held.append(signum))
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one pending here is noted by the stand-in now
+        if stand_in:
+            signal.signal(signal.SIGINT, previous_handler)
+            if ctrl_c_held:
+                signal.raise_signal(signal.SIGINT)  # to the handler that was there: KeyboardInterrupt
 
 
 class _QuietStart:
     """Mixin for a Process class: the child starts with SIGINT blocked (inherited) and, from the
     first line of ``run()`` on, ignores it: setting SIG_IGN discards a Ctrl-C held meanwhile, then
-    SIGINT is unblocked. The parent keeps its Ctrl-C (see ``_sigint_blocked``)."""
+    SIGINT is unblocked. The parent keeps its Ctrl-C (see ``_sigint_held``)."""
 
     def start(self) -> None:
-        with _sigint_blocked():
+        with _sigint_held():
             super().start()
 
     def run(self) -> None:
