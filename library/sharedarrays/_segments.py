@@ -8,6 +8,7 @@ for ``sweep()``), and taken from here too.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import mmap
 import os
@@ -190,16 +191,16 @@ class Mapping:
                 "already unlinked it (or exited). Attach while the owner still holds it."
             ) from None
         try:
+            access = mmap.ACCESS_COPY if private else mmap.ACCESS_WRITE
             if create_bytes is not None:
                 os.ftruncate(fd, create_bytes)
                 _reserve(fd, create_bytes)
-            self.size = os.fstat(fd).st_size
-            access = mmap.ACCESS_COPY if private else mmap.ACCESS_WRITE
-            self.map = mmap.mmap(fd, self.size, access=access) if self.size else None
+            self.map = _map_whole(fd, access)
+            self.size = len(self.map) if self.map is not None else 0
             if self.map is not None and create_bytes is not None:
                 _populate(self.map)
             if self.map is not None and not private:
-                MAPPED_SEGMENTS[self.map] = (name, np.frombuffer(self.map, np.uint8).ctypes.data)
+                MAPPED_SEGMENTS[self.map] = (name, ctypes.addressof(ctypes.c_char.from_buffer(self.map)))
         except BaseException:
             if create_bytes is not None:
                 self.close()
@@ -216,6 +217,17 @@ class Mapping:
             except BufferError:
                 pass  # views still alive keep the mapping valid; it is released with them
             self.map = None
+
+
+def _map_whole(fd: int, access: int) -> mmap.mmap | None:
+    """The whole of the segment open as ``fd`` mapped (``mmap`` reads its size itself: one system
+    call less than asking first), or None when it holds no bytes (nothing to map)."""
+    try:
+        return mmap.mmap(fd, 0, access=access)
+    except ValueError:  # "cannot mmap an empty file"
+        if os.fstat(fd).st_size == 0:
+            return None
+        raise
 
 
 NO_RESERVE_NOTICE = OnceNotice()

@@ -46,7 +46,9 @@ from multiprocessing import util
 
 import numpy as np
 
+from sharedarrays._names import segment_exists
 from sharedarrays._segments import (
+    MAPPED_SEGMENTS,
     PLACEMENT_FAILURES,
     ExitHook,
     Mapping,
@@ -63,7 +65,7 @@ from sharedarrays._segments import (
 )
 from sharedarrays.segment_holds import EXIT_PRIORITY, HOLDERS_OFFSET, count_holders, hold_segment, holders_of
 from sharedarrays.segment_pool import HEADER_BYTES, SegmentPool
-from sharedarrays.shm import ArrayHandle, handle_of
+from sharedarrays.shm import wire_dtype
 
 __all__ = ["holders_of"]  # re-exported: the holder count of a lent segment (segment_holds defines it)
 
@@ -137,19 +139,34 @@ def unlink_segments_of_dead_lenders() -> list[str]:
     return removed
 
 
+def _shared_place(array: np.ndarray) -> tuple[str, int, mmap.mmap] | None:
+    """(segment name, byte offset, our mapping) of the shared segment ``array`` views, or None when
+    its memory is private or its segment was unlinked (``shm.handle_of``, without building a handle:
+    the fields cross as they are)."""
+    segment_map = mapping_under(array)
+    found = MAPPED_SEGMENTS.get(segment_map) if segment_map is not None else None
+    if found is None or not segment_exists(found[0]):
+        return None
+    name, address = found
+    return name, array.ctypes.data - address, segment_map
+
+
 def reduce_with_shared_memory(array: np.ndarray):
-    """ForkingPickler reduction of an ndarray through a shared-memory segment (module docstring)."""
+    """ForkingPickler reduction of an ndarray through a shared-memory segment (module docstring).
+    What crosses is the segment's name and the array's layout as plain fields (the dtype as
+    ``shm.wire_dtype`` gives it): an array already shared crosses at little more than its name."""
     refuse_objects(array.dtype)
     settle_tracker()  # what finalizers left for the resource tracker (_names.tell_tracker)
     if array.nbytes == 0:
         return rebuild_empty, (array.shape, array.dtype)
-    handle = handle_of(array)
-    if handle is not None:
-        segment_map = mapping_under(array)
+    place = _shared_place(array)
+    if place is not None:
+        name, offset, segment_map = place
         lent = segment_map in _LENT_MAPS
-        if lent and count_holders(handle.name, _header(segment_map), +1) is None:
+        if lent and count_holders(name, _header(segment_map), +1) is None:
             lent = False  # its pool closed meanwhile: nothing left to return
-        return rebuild_from_segment, (handle, lent, array.flags.writeable)
+        return rebuild_from_segment, (name, array.shape, wire_dtype(array.dtype), array.strides, offset, lent,
+                                      array.flags.writeable)
     pool = _pool
     if pool is None:
         raise RuntimeError("the torch-free reduction is not active: call share_arrays_with_shared_memory()")
@@ -163,8 +180,8 @@ def reduce_with_shared_memory(array: np.ndarray):
     root = np.frombuffer(segment_map, np.uint8)
     root[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)[0] = 1  # the item in flight
     copy = copy_into(root, HEADER_BYTES, array)
-    handle = ArrayHandle(lease.name, tuple(array.shape), array.dtype, tuple(copy.strides), HEADER_BYTES)
-    return rebuild_from_segment, (handle, True, array.flags.writeable)
+    return rebuild_from_segment, (lease.name, array.shape, wire_dtype(array.dtype), copy.strides,
+                                  HEADER_BYTES, True, array.flags.writeable)
 
 
 def _map_segment(name: str) -> mmap.mmap:
@@ -184,21 +201,22 @@ def _map_segment(name: str) -> mmap.mmap:
     return segment_map
 
 
-def rebuild_from_segment(handle: ArrayHandle, lent: bool, writeable: bool) -> np.ndarray:
-    """Receiver side: view the segment a handle describes (no copy); a lent one is given back when
-    every view made from this reception is gone."""
+def rebuild_from_segment(name: str, shape: tuple[int, ...], dtype: np.dtype | str, strides: tuple[int, ...],
+                         offset: int, lent: bool, writeable: bool) -> np.ndarray:
+    """Receiver side: view segment ``name`` as the array the sender described (no copy); a lent one
+    is given back when every view made from this reception is gone."""
     settle_tracker()
-    segment_map = _map_segment(handle.name)
+    segment_map = _map_segment(name)
     root = np.frombuffer(segment_map, np.uint8)  # a fresh buffer export, alive as long as our views
     if lent:
         _LENT_MAPS[segment_map] = True
-        lender = creator_pid(handle.name)
+        lender = creator_pid(name)
         if lender is not None and lender != os.getpid():
             _LENDERS.add(lender)
         # The sender counted this item in flight; the reception takes that holder over.
-        hold_segment(handle.name, root, counted=True, after_release=_after_release)
+        hold_segment(name, root, counted=True, after_release=_after_release)
         _exit_hook.ensure()
-    array = np.ndarray(handle.shape, handle.dtype, buffer=root, offset=handle.offset, strides=handle.strides)
+    array = np.ndarray(shape, dtype, buffer=root, offset=offset, strides=strides)
     if not writeable:
         array.flags.writeable = False
     return array

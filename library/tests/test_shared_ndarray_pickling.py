@@ -125,3 +125,29 @@ def test_a_handle_name_must_be_a_string():
 def test_create_refuses_a_size_that_overflows_int64_before_anything_exists():
     with pytest.raises(ValueError, match="more than any segment can"):
         SharedNDArray.create((2**40, 2**40))  # 2**83 bytes: np.prod in int64 would wrap to 0
+
+
+DTYPES_THAT_CROSS = {
+    "float64": np.dtype("<f8"),
+    "big-endian": np.dtype(">i4"),
+    "datetime64": np.dtype("M8[ns]"),
+    "timedelta64": np.dtype("m8[s]"),
+    "unicode": np.dtype("U7"),
+    "bytes": np.dtype("S3"),
+    "void": np.dtype("V16"),
+    "complex": np.dtype("c16"),
+    "bool": np.dtype("?"),
+    "records": np.dtype([("when", "M8[s]"), ("price", ">f4"), ("ticker", "U3")]),
+    "aligned records": np.dtype([("a", "u1"), ("b", "<f8")], align=True),
+    "metadata": np.dtype("<f8", metadata={"unit": "m"}),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES_THAT_CROSS.values(), ids=DTYPES_THAT_CROSS.keys())
+def test_a_handle_carries_its_dtype_exactly_through_a_pickle(dtype):
+    # A plain dtype crosses as its string (faster), any other as itself: the same dtype either way.
+    with SharedNDArray.create((4, 3), dtype) as shared:
+        back = pickle.loads(pickle.dumps(shared.handle)).dtype
+        assert back == dtype and back.str == dtype.str and back.isalignedstruct == dtype.isalignedstruct
+        assert back.metadata == dtype.metadata and back.descr == dtype.descr
+        assert back.itemsize == dtype.itemsize
