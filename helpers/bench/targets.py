@@ -19,7 +19,13 @@
 - a round trip of an array already in shared memory (executor and both reductions): under 2 ms at
   every size, and flat: its median at the largest size over the smallest under 3; and within 1.5x
   ``floor_shm_name`` (a bare segment name sent over a pipe and attached on both sides,
-  ``helpers.measure.trip_floors``), the aim of the library's next step.
+  ``helpers.measure.trip_floors``). The torch-free reduction's rows can meet that: they send the
+  name and the layout as plain fields over the same kind of pipe. Two rows cannot, and the suite
+  says why beside them: the executor is a ``ProcessPoolExecutor``, whose own echo of an int
+  (``stdlib_tiny``, checked against the same limit) already costs more than 1.5x a bare name's trip
+  (its feeder and result threads, a wake-up each way); torch's already-shared way sends torch's
+  storage by torch's own reduction (a file descriptor through ``multiprocessing``'s resource
+  sharer, a connection per item).
 
 These are what ``make bench`` prints with a verdict (holds / MISSED) for a reader to compare. CI
 does not fail on them: a slow or busy machine misses a target that a quiet one meets, and a check
@@ -61,7 +67,10 @@ BEYOND_FIXED_TARGETS = (("ours_warm", "stdlib_tiny", "warm", 10 * MiB, 2.0),
                         ("ours_warm", "ours_shared", "warm", 10 * MiB, 2.0))
 SHARED_LIMIT_S = 2e-3
 SHARED_GROWTH_LIMIT = 3.0
-SHARED_FLOOR_LIMIT = 1.5  # the already-shared rows over floor_shm_name (the library's next aim)
+SHARED_FLOOR_LIMIT = 1.5  # the already-shared rows over floor_shm_name
+# Checked against floor_shm_name beside the already-shared rows: the stdlib's own fixed round trip,
+# which no ProcessPoolExecutor subclass goes below (the executor's row cannot meet a limit this misses).
+SHARED_FLOOR_CONTEXT_ROWS = ("stdlib_tiny",)
 
 # CI's regression gates (tests/bench, at 100 MiB; the already-shared row at 1 and 100 MiB): (row,
 # floor, from this size on, limit on the row's median over the floor's median). Each limit is the
@@ -137,8 +146,9 @@ def check_targets(rows: list[dict]) -> list[dict]:
     """Each target the rows can tell: {"target", "size_bytes", "value", "limit", "holds"}, where
     ``value`` is a ratio of medians (to the floor measured at the same size) or seconds."""
     found = {(row["name"], row["size_bytes"]): row for row in rows}
+    against_a_bare_name = ALREADY_SHARED_ROWS + SHARED_FLOOR_CONTEXT_ROWS
     checks = _ratio_checks(found, RATIO_TARGETS + tuple(
-        (name, "shm_name", 0, SHARED_FLOOR_LIMIT) for name in ALREADY_SHARED_ROWS))
+        (name, "shm_name", 0, SHARED_FLOOR_LIMIT) for name in against_a_bare_name))
     checks += _idle_checks(found)
     for name, fixed, floor, min_bytes, limit in BEYOND_FIXED_TARGETS:
         for (row_name, n_bytes), row in sorted(found.items(), key=lambda item: item[0][1]):

@@ -126,7 +126,7 @@ def tell_tracker(what: str, name: str) -> None:
 
 def settle_tracker() -> None:
     """Tell the resource tracker what finalizers left waiting (never from a finalizer itself)."""
-    if getattr(_in_finalizer, "on", False):
+    if not _TRACKER_LATER or getattr(_in_finalizer, "on", False):  # nothing waits: every round trip
         return
     while True:
         try:
