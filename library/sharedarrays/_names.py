@@ -186,7 +186,7 @@ def require_posix_shared_memory() -> None:
     """Raise a clear error naming what is missing where POSIX shared memory cannot work.
 
     The library needs ``shm_open`` (CPython's ``_posixshmem``, as ``multiprocessing.shared_memory``
-    does), file locks (``fcntl``: the executor's holder counts), and on Linux the /dev/shm folder
+    does), file locks (``fcntl``: the torch-free reduction's holder counts), and on Linux the /dev/shm folder
     glibc keeps segments in. Windows has neither ``shm_open`` nor ``fcntl``. Without
     ``os.posix_fallocate`` (macOS) it works as the stdlib does there: see ``reserve``.
     """

@@ -27,11 +27,16 @@ and arrays inside any object cross too), except that every plain ndarray of at l
   before it exists), which the parent maps without copying; it is unlinked when the caller's
   arrays on it are gone, and until then they too cross to later tasks as handles (copy-on-write).
   A result that views an argument's pooled copy is copied again when passed back in.
-- A pooled segment goes back to the pool only when nobody views it any more: its header counts
-  the processes that hold it (the parent, while the task runs or a result views it; a worker,
-  while the function keeps a view of its argument, e.g. in a module-level cache; a forked child
-  that inherited a view). A result that views a private copy the worker kept is copied here, so
-  the caller's array never shares memory with the worker's, as with the stdlib.
+- A pooled segment goes back to the pool only when nobody views it any more. The parent holds it
+  while the task runs and while a result views it. A worker that still views it when the task
+  ends (the function kept its argument, e.g. in a module-level cache, or forked a child that
+  inherited it) says so in its reply, and the parent *retires* it: it is never lent again, and it
+  is unlinked once the parent's own views are gone (a mapping outlives an unlink, so the worker
+  keeps its data; its memory goes when the worker lets go). So is every segment of a task that
+  raised (it cannot say what it kept) and every segment lent when this process forks (the child
+  inherits the views). No lock, no count in shared memory. A result that views a private copy the
+  worker kept is copied here, so the caller's array never shares memory with the worker's, as with
+  the stdlib.
 - Where /dev/shm has no room, idle pooled segments are unlinked first (also to leave room for a
   result as big as the arguments); what still does not fit, an argument or a result, is pickled
   as the stdlib pickles it. ``pickled_fallbacks`` counts those arrays, and the first one is said
@@ -101,7 +106,7 @@ from sharedarrays.executor_workers import (
     start_worker,
     unlink_when_gone,
 )
-from sharedarrays.segment_holds import hold_segment, holders_seen, is_held_here
+from sharedarrays.segment_holds import is_held_here
 from sharedarrays.segment_pool import HEADER_BYTES, SegmentPool
 from sharedarrays.shm import handle_of
 from sharedarrays.transit import (
@@ -124,6 +129,29 @@ T = TypeVar("T")
 # The mappings of the workers' result segments in this process: memory the caller did not share on
 # purpose, so an earlier result passed back in reaches a worker copy-on-write, never writable.
 _RESULT_MAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The segment pools of this process's executors: a segment one of them lent is not memory the caller
+# shares on purpose (it crosses to another task as a private copy), and a fork retires what they lent.
+_POOLS: weakref.WeakSet[SegmentPool] = weakref.WeakSet()
+_FORK_HOOK_REGISTERED = []
+
+
+def _lent_by_an_executor(name: str) -> bool:
+    """True when segment ``name`` is lent by the pool of one of this process's executors."""
+    return any(pool.is_lent(name) for pool in tuple(_POOLS))
+
+
+def _retire_lent_before_fork() -> None:
+    """About to fork: the child inherits every view of every segment lent now, so none of them may be
+    lent again (each is unlinked once this process lets go: the child's mappings stay valid)."""
+    for pool in tuple(_POOLS):
+        pool.retire_every_lent()
+
+
+def _watch_forks_of_this_process() -> None:
+    """Register ``_retire_lent_before_fork`` once, when this process makes its first executor."""
+    if not _FORK_HOOK_REGISTERED and hasattr(os, "register_at_fork"):  # no fork on Windows
+        os.register_at_fork(before=_retire_lent_before_fork)
+        _FORK_HOOK_REGISTERED.append(True)
 
 
 class _Fallbacks:
@@ -270,6 +298,8 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
                          max_tasks_per_child=max_tasks_per_child)
         self.min_shared_bytes = int(min_shared_bytes)
         self.segment_pool = SegmentPool(idle_cap_bytes, idle_seconds, expire_in_background=True)
+        _POOLS.add(self.segment_pool)
+        _watch_forks_of_this_process()
         self._fallbacks = _Fallbacks()
         self._outstanding = 0
         self._closing = False
@@ -391,12 +421,16 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             return None, None
         error = inner.exception()
         if error is not None:
+            for name in task.roots:  # a worker that raised cannot say what it kept
+                self.segment_pool.retire(name)
             # An error raised while the call was pickled (e.g. MemoryError from /dev/shm) carries
             # the queue feeder's frames, which would keep the call queue and its semaphores alive for
             # as long as the caller keeps the error; its text survives in __cause__.
             return None, error.with_traceback(None)
         try:
             packed = inner.result()
+            for name in packed.kept:  # the worker still views these: never lent again
+                self.segment_pool.retire(name)
             self._fallbacks.add(packed.fallbacks)
             return self._unpack(packed, task), None
         except BaseException as unpack_error:
@@ -418,7 +452,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
         def share(array: np.ndarray) -> ArrayRef | None:
             nonlocal copied_bytes
             handle = handle_of(array)
-            if handle is not None and not is_held_here(handle.name):
+            if handle is not None and not _lent_by_an_executor(handle.name) and not is_held_here(handle.name):
                 if handle.name not in task.roots:
                     task.roots[handle.name] = root_of(array)
                 # An earlier result was not shared on purpose: the worker maps it copy-on-write.
@@ -426,8 +460,9 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
                 return ArrayRef(handle, bool(array.flags.writeable), memmap=type(array) is np.memmap,
                                 private=private)
             # Private memory, or a pooled segment an earlier result views (which the caller did not
-            # share on purpose either): a copy of its own for this call, as unpickling would give;
-            # or one copy for every call of a map that passes it, each mapping it copy-on-write.
+            # share on purpose either; nor a segment the reductions lent, ``segment_holds``): a copy
+            # of its own for this call, as unpickling would give; or one copy for every call of a
+            # map that passes it, each mapping it copy-on-write.
             shared_copy = self._map_copy(array, task)
             if shared_copy is not None:
                 return shared_copy
@@ -459,7 +494,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
                 if ref is None:
                     return None
                 (name, root), = roots.items()
-                known = shared.copies[id(array)] = (name, root, ref._replace(counted=False, copied=False,
+                known = shared.copies[id(array)] = (name, root, ref._replace(pooled=False, copied=False,
                                                                             private=True))
         name, root, ref = known
         task.roots[name] = root
@@ -478,14 +513,16 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
                 self._fallbacks.reason = self._fallbacks.reason or placement_failure(error)
             return None
         root = np.frombuffer(lease.shared.mapped_buffer(), np.uint8)
-        hold_segment(lease.name, root, first=True)
+        # Given back (or unlinked, if retired meanwhile) once this root and every view of it are gone.
+        weakref.finalize(root.base, finalizer_safe(self.segment_pool.give_back), lease)
         roots[lease.name] = root
         ref = copy_as_unpickled(array, root, HEADER_BYTES, lease.name)
-        return ref._replace(counted=True, copied=True)
+        return ref._replace(pooled=True, copied=True)
 
     def _unpack(self, packed: Packed, task: _Task):
         """Turn the worker's handles into arrays: views of known segments, adopted new segments."""
         mapped: dict[str, np.ndarray] = dict(task.roots)
+        kept = set(packed.kept)
 
         def array_of(ref: ArrayRef) -> np.ndarray:
             name = ref.handle.name
@@ -493,7 +530,7 @@ class SharedMemoryExecutor(ProcessPoolExecutor):
             if root is None:
                 root = mapped[name] = _map_result_segment(name, task)
             array = view_on(root, ref.handle)
-            if ref.copied and holders_seen(root) > 1:
+            if ref.copied and name in kept:
                 array = array.copy(order="A")  # the worker kept its argument: do not share its memory
             return as_received(array, ref)
 

@@ -20,7 +20,7 @@ import traceback
 
 from sharedarrays._names import segment_exists
 from sharedarrays._segments import PLACEMENT_FAILURES, process_alive, tell_tracker, unlink
-from sharedarrays.transit import Packed, WorkerSide, pack_result, pack_result_pickled
+from sharedarrays.transit import Packed, WorkerSide, pack_result, pack_result_pickled, watch_forks
 
 ORPHAN_CHECK_SECONDS = 0.5
 
@@ -59,6 +59,7 @@ def start_worker(creator_pid: int, initializer, initargs: tuple) -> None:
         os._exit(1)
 
     threading.Thread(target=exit_when_orphaned, name="exit-when-orphaned", daemon=True).start()
+    watch_forks()  # a child a task forks inherits its views: the reply then names all its segments
     if initializer is not None:
         initializer(*initargs)
 
@@ -72,17 +73,21 @@ def run_in_worker(payload: tuple[Packed, str, int]) -> Packed:
 
     Every view of an argument is gone before the result is sent (an error's frames are cleared; its
     traceback travels as text), so the parent can lend a segment again as soon as the task is over,
-    unless the function kept an argument: then this worker still counts as its holder.
+    unless the function kept an argument: the reply names it (``Packed.kept``) and the parent never
+    lends it again. A task that raised cannot say so: the parent retires all of its segments.
     """
     packed, result_name, min_shared_bytes = payload
     if packed is None:  # the parent could not pickle the call and has failed its future: nothing to run
         return None
-    with WorkerSide() as side:
-        try:
-            return call_in_worker(side, packed, result_name, min_shared_bytes)
-        except BaseException as error:
-            traceback.clear_frames(error.__traceback__)
-            raise
+    side = WorkerSide()
+    try:
+        reply = call_in_worker(side, packed, result_name, min_shared_bytes)
+    except BaseException as error:
+        traceback.clear_frames(error.__traceback__)
+        side.end()
+        raise
+    side.end()
+    return reply._replace(kept=side.kept) if side.kept else reply
 
 
 def call_in_worker(side: WorkerSide, packed: Packed, result_name: str, min_shared_bytes: int) -> Packed:

@@ -1,21 +1,21 @@
-"""Who still views a pooled segment: a count of *holders* in the segment's header, one protocol.
+"""Who still views a segment the torch-free reduction lent: a count of *holders* in its header.
 
 Internal to ``sharedarrays``: not part of its API (``sharedarrays.__all__``), and may change
 between versions.
 
-Every pooled segment (``sharedarrays.segment_pool``: the executor's, and the segments the torch-free
-reduction lends, ``sharedarrays.lent_segments``) carries the count in its header: an int64 at byte
-``HOLDERS_OFFSET``, updated under an exclusive ``flock`` on the segment so that processes never
-lose one. Every process that views one counts once for each reception still alive
-(``hold_segment``); the last one to let go marks the segment returned, and only then does its pool
-lend it again. A process that views a segment only while another holder is sure to hold it too (a
-worker, during a task the parent holds it for) may wait to count itself until it knows whether it
-keeps a view (``view_uncounted``, then ``settle_uncounted``): most tasks keep none, and so take no
-lock at all. A forked child is counted for what it inherits by the parent, before ``fork`` (the
-parent may let go as soon as ``fork`` returns), and watches it under its own pid; a process that
-exits (also through ``os._exit``, via ``multiprocessing.util``'s exit hooks) lets go of what it
-holds. ``sharedarrays.transit`` (the worker's side), ``sharedarrays.executor`` (the parent's) and
-``sharedarrays.lent_segments`` (the reductions) all count through this module.
+A segment ``sharedarrays.lent_segments`` lends goes through any ``Queue``, ``Pipe`` or ``Pool`` to
+any process, which may send it on: only a count kept in the segment itself can tell the lender when
+nobody views it any more. The count is an int64 at byte ``HOLDERS_OFFSET`` of the segment's header,
+updated under an exclusive ``flock`` on the segment so that processes never lose one. Every process
+that views one counts once for each reception still alive (``hold_segment``); the last one to let
+go marks the segment returned, and only then does its pool lend it again. A forked child is counted
+for what it inherits by the parent, before ``fork`` (the parent may let go as soon as ``fork``
+returns), and watches it under its own pid; a process that exits (also through ``os._exit``, via
+``multiprocessing.util``'s exit hooks) lets go of what it holds. The fork hooks are registered when
+this process first holds such a segment: a program that never receives one runs none of this.
+
+(``SharedMemoryExecutor`` needs none of it: its segments go to its own workers only, and a worker
+says in its reply what it kept; see ``sharedarrays.executor``.)
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ HOLDERS_OFFSET = 8  # header byte where the int64 count of holders lives (after 
 
 _HOLDS: dict[int, weakref.finalize] = {}  # this process's receptions of pooled segments still alive
 _AFTER_RELEASE: dict[int, Callable[[str], None]] = {}  # token -> what to call once its hold is let go
-_UNCOUNTED: dict[int, tuple[weakref.ref, str]] = {}  # token -> (views' export, name): viewed, not counted yet
 _FORKING: list[tuple[int, str, np.ndarray]] = []  # (token, name, header) counted for the child being forked
+_FORK_HOOKS_REGISTERED: list[bool] = []  # [True] once this process registered its fork hooks
 _hold_tokens = itertools.count()
 # Held while a thread holds a segment's flock, and across fork(): a child must not inherit a lock
 # that a thread of its parent holds through a descriptor the child also inherited.
@@ -119,17 +119,15 @@ def holders_of(array: np.ndarray) -> np.ndarray:
     return header_of(array)[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)
 
 
-def hold_segment(name: str, root: np.ndarray, *, first: bool = False, counted: bool = False,
+def hold_segment(name: str, root: np.ndarray, *, counted: bool = False,
                  after_release: Callable[[str], None] | None = None) -> None:
-    """Count this process as a holder of pooled segment ``name`` for as long as ``root`` (bytes of
-    its whole mapping) or any view of it lives. ``first``: the segment was just lent to this
-    process, nobody else holds it, so the count starts at 1. ``counted``: the sender counted this
-    reception already (an item in flight that this process now takes over). ``after_release(name)``
-    runs in this process once the hold is let go."""
+    """Count this process as a holder of lent segment ``name`` for as long as ``root`` (bytes of
+    its whole mapping) or any view of it lives. ``counted``: the sender counted this reception
+    already (an item in flight that this process now takes over). ``after_release(name)`` runs in
+    this process once the hold is let go."""
+    _register_fork_hooks()  # before the count: a fork from another thread from now on counts the child
     header = header_of(root)
-    if first:
-        header[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)[0] = 1
-    elif not counted:
+    if not counted:
         count_holders(name, header, +1)
     token = _watch(root.base, name, header)
     if after_release is not None:
@@ -142,44 +140,6 @@ def _watch(buffer: object, name: str, header: np.ndarray, token: int | None = No
     _HOLDS[token] = weakref.finalize(buffer, _release_hold_finalizer, token, name, header, os.getpid())
     _exit_hook.ensure()
     return token
-
-
-def view_uncounted(name: str, root: np.ndarray) -> int:
-    """Let this process view pooled segment ``name`` through ``root`` (bytes of its whole mapping)
-    without counting itself as a holder yet; return a token for ``settle_uncounted``.
-
-    Only while another holder surely holds the segment (the parent, for the task's duration) and
-    ``settle_uncounted`` runs before that holder may let go (before the worker's reply is sent). A
-    child forked meanwhile is counted for it, as for a hold.
-    """
-    token = next(_hold_tokens)
-    _UNCOUNTED[token] = (weakref.ref(root.base), name)
-    return token
-
-
-def settle_uncounted(token: int) -> bool:
-    """Count this process as a holder of the segment given to ``view_uncounted`` if a view of its root
-    still lives (the caller dropped its own references first: what lives was kept); True if it did.
-    No lock at all when nothing was kept. (In a child forked meanwhile: nothing, it counted already.)
-
-    The token leaves ``_UNCOUNTED`` only once the hold is watched: a fork from another thread in
-    between counts the child for one or both (and the child watches what it was counted for).
-    """
-    export, name = _UNCOUNTED.get(token, (None, ""))
-    buffer = export() if export is not None else None
-    if buffer is not None:
-        header = _header_of_export(buffer)
-        count_holders(name, header, +1)
-        _watch(buffer, name, header)
-    _UNCOUNTED.pop(token, None)
-    return buffer is not None
-
-
-def _header_of_export(buffer: object) -> np.ndarray:
-    """The first ``HEADER_BYTES`` of the mapping under ``buffer`` (a root's ``.base``), through an
-    export of their own."""
-    mapped = buffer.obj if isinstance(buffer, memoryview) else buffer
-    return np.frombuffer(mapped, np.uint8, count=HEADER_BYTES)
 
 
 def _holds_alive() -> dict[int, tuple[weakref.finalize, object, str, np.ndarray]]:
@@ -196,13 +156,6 @@ def _holds_alive() -> dict[int, tuple[weakref.finalize, object, str, np.ndarray]
 def is_held_here(name: str) -> bool:
     """True when this process holds pooled segment ``name`` (so a receiver must count itself too)."""
     return any(held == name for _, _, held, _ in _holds_alive().values())
-
-
-def holders_seen(root: np.ndarray) -> int:
-    """The holder count in the header of the segment ``root`` (bytes of its whole mapping) views,
-    read without the lock: a snapshot, exact for every count made before something this process
-    received from the counter (a worker counts itself before it replies)."""
-    return int(root[HOLDERS_OFFSET:HOLDERS_OFFSET + 8].view(np.int64)[0])
 
 
 def _release_hold(token: int, name: str, header: np.ndarray, pid: int) -> None:
@@ -236,15 +189,11 @@ _exit_hook = ExitHook(release_every_hold, EXIT_PRIORITY)  # in place while this 
 
 
 def _before_fork() -> None:
-    """About to fork: count the child as a holder of everything this process holds or views uncounted,
-    now, so that this process may let go the moment ``fork`` returns (the child takes them over).
-    Then take the guard (a child must not inherit it held) with this thread marked as counting, so a
-    release the GC runs in the fork's other hooks waits instead of waiting on the guard."""
+    """About to fork: count the child as a holder of everything this process holds, now, so that this
+    process may let go the moment ``fork`` returns (the child takes them over). Then take the guard
+    (a child must not inherit it held) with this thread marked as counting, so a release the GC runs
+    in the fork's other hooks waits instead of waiting on the guard."""
     _FORKING[:] = [(token, name, header) for token, (_, _, name, header) in _holds_alive().items()]
-    for token, (export, name) in list(_UNCOUNTED.items()):
-        buffer = export()
-        if buffer is not None:
-            _FORKING.append((token, name, _header_of_export(buffer)))
     for _, name, header in _FORKING:
         count_holders(name, header, +1)
     _start_counting()
@@ -258,21 +207,18 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """Watch, under this pid, what the parent counted for this child (its holds and its uncounted
-    views alike: the child counts for both); what already died here (fork frees other threads'
-    frames) is let go at once. What runs after a release is the parent's business, not the child's."""
+    """Watch, under this pid, what the parent counted for this child; what already died here (fork
+    frees other threads' frames) is let go at once. What runs after a release is the parent's
+    business, not the child's."""
     _flock_guard.release()
     _stop_counting()  # what waited was the parent's (its pid): a no-op here
     _AFTER_RELEASE.clear()
     holds = _holds_alive()
-    uncounted = {token: export() for token, (export, _) in _UNCOUNTED.items()}
-    _UNCOUNTED.clear()  # the child is not in the parent's task: what it views is counted above
     for token, name, header in _FORKING:
+        buffer = None
         if token in holds:
             finalizer, buffer, _, _ = holds[token]
             finalizer.detach()
-        else:
-            buffer = uncounted.get(token)
         if buffer is not None:
             _watch(buffer, name, header, token)
         elif count_holders(name, header, -1) == 0:
@@ -286,7 +232,13 @@ def _after_multiprocessing_fork() -> None:
         _exit_hook.ensure()
 
 
-if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows)
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                        after_in_child=_after_fork_in_child)
-util.register_after_fork(_after_multiprocessing_fork, lambda hook: hook())
+def _register_fork_hooks() -> None:
+    """Register this module's fork hooks, once per process (inherited by forked children), when it
+    first holds a segment."""
+    if _FORK_HOOKS_REGISTERED:
+        return
+    _FORK_HOOKS_REGISTERED.append(True)
+    if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows)
+        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                            after_in_child=_after_fork_in_child)
+    util.register_after_fork(_after_multiprocessing_fork, lambda hook: hook())

@@ -74,6 +74,7 @@ class Lease:
         self.shared = shared
         self.capacity = capacity
         self.idle_since = 0.0  # time.monotonic() when it was given back, or its return was seen
+        self.retired = False  # someone else may still view it: unlinked when given back, never lent again
         self._state = shared.array[:8].view(np.int64)
 
     @property
@@ -208,13 +209,33 @@ class SegmentPool:
                 self._destroy(lease)
 
     def give_back(self, lease: Lease) -> None:
-        """Return a lent segment from this process: it waits, warm, for the next ``lease``.
+        """Return a lent segment from this process: it waits, warm, for the next ``lease`` (a retired
+        one is unlinked instead).
 
         Safe to call from a finalizer at any moment (even while this thread is inside ``lease``):
         it only queues the segment; the pool files it at its next look. Its idle time starts now.
         """
         lease.idle_since = time.monotonic()
         self._given_back.append(lease)
+
+    def is_lent(self, name: str) -> bool:
+        """True while segment ``name`` is lent by this pool (given back, it may still count until the
+        pool next looks)."""
+        return name in self._lent
+
+    def retire(self, name: str) -> None:
+        """Never lend segment ``name`` again: another process may still view it (a worker kept an
+        argument, a forked child inherited a view). It is unlinked when it is given back, which
+        leaves every mapping of it valid: its memory goes when the last one does. A no-op for a
+        segment this pool does not have lent. Safe from any thread (one attribute set)."""
+        lease = self._lent.get(name)
+        if lease is not None:
+            lease.retired = True
+
+    def retire_every_lent(self) -> None:
+        """``retire`` every segment lent now (before a ``fork``: the child inherits every view)."""
+        for lease in tuple(self._lent.values()):  # tuple(): one step, whatever other threads do
+            lease.retired = True
 
     def close(self) -> None:
         """Unlink every segment; lent ones stay readable to whoever still maps them. In a forked
@@ -274,7 +295,7 @@ class SegmentPool:
             self._keep_idle(lease, now)
 
     def _keep_idle(self, lease: Lease, idle_since: float) -> None:
-        if self._closed or lease.capacity > self.idle_cap_bytes:
+        if self._closed or lease.retired or lease.capacity > self.idle_cap_bytes:
             self._destroy(lease)
             return
         lease.state = STATE_IDLE

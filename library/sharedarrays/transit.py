@@ -13,8 +13,10 @@ A copy made for the trip arrives as an unpickled array would (``copy_as_unpickle
 order, memory order and writability as ``pickle.loads(pickle.dumps(array))`` gives with that
 protocol (NumPy's pickling may turn a big-endian array native, and a read-only one writable).
 
-Who still views a pooled segment is counted in its header (``sharedarrays.segment_holds``), so
-a pool lends it again only once nobody does.
+A pooled segment is lent again only once nobody views it: the parent holds it for the task, and
+the worker says in its reply which pooled segments it still views when the task ends (``Packed.kept``:
+a view the function kept, or any view at all once it forked a child); the parent then retires them
+(unlinks them once its own views are gone, never lends them again: a mapping outlives an unlink).
 
 ``WorkerSide`` attaches a task's segments in the worker and detaches them after; ``pack_result``
 puts a worker's big results in shared memory (a view of an argument's segment goes back as a
@@ -26,6 +28,7 @@ from __future__ import annotations
 import functools
 import io
 import mmap
+import os
 import pickle
 import weakref
 from collections.abc import Callable
@@ -45,7 +48,6 @@ from sharedarrays._segments import (
     unlink,
 )
 from sharedarrays.room import available_memory, shm_free
-from sharedarrays.segment_holds import settle_uncounted, view_uncounted
 from sharedarrays.shm import ArrayHandle
 from sharedarrays.units import format_bytes
 
@@ -59,7 +61,8 @@ PICKLED_COPIES = 2  # pickling an array takes about this many times its bytes of
 class ArrayRef(NamedTuple):
     """One array that crosses as a handle, and how the receiver sees it.
 
-    ``counted``: the segment is pooled; a receiver counts itself as a holder while it views it.
+    ``pooled``: the segment is lent by the parent's pool: the worker says in its reply whether it
+    kept a view of it (``Packed.kept``).
     ``copied``: the segment holds a private copy made for this task (not memory the caller shares).
     ``memmap``: the array was an ``np.memmap``; it arrives as one (without a file, as unpickled).
     ``private``: memory the caller did not share on purpose (an earlier result): the receiver maps
@@ -68,7 +71,7 @@ class ArrayRef(NamedTuple):
 
     handle: ArrayHandle
     writeable: bool
-    counted: bool = False
+    pooled: bool = False
     copied: bool = False
     memmap: bool = False
     private: bool = False
@@ -76,11 +79,13 @@ class ArrayRef(NamedTuple):
 
 class Packed(NamedTuple):
     """A pickled value whose big arrays are slots in ``table``; ``fallbacks``: big arrays pickled
-    in ``blob`` because shared memory had no room for them."""
+    in ``blob`` because shared memory had no room for them; ``kept`` (a worker's reply): the pooled
+    segments of the task the worker still views (``WorkerSide.kept``)."""
 
     blob: bytes
     table: list
     fallbacks: int = 0
+    kept: tuple[str, ...] = ()
 
 
 def pickling_fits(n_bytes: int) -> bool:
@@ -218,7 +223,7 @@ def view_on(root: np.ndarray, handle: ArrayHandle) -> np.ndarray:
 
 def root_of(array: np.ndarray) -> np.ndarray:
     """Bytes of the whole mapping ``array`` views: a new export of the same buffer (so a holder
-    counted on ``array``'s export does not cover it: count the new root with ``hold_segment``).
+    held through ``array``'s export does not cover it: hold the new root too).
 
     (NumPy collapses ``.base`` chains, so the bottom ndarray may be a view of any part; the
     buffer object below it spans the mapping from its first byte.)
@@ -229,21 +234,37 @@ def root_of(array: np.ndarray) -> np.ndarray:
 # --- the worker's side -------------------------------------------------------------------------------
 
 
+_FORKS_HERE = [0]  # os.fork calls in this process since watch_forks(): a task's child may keep its views
+
+
+def _count_fork() -> None:
+    _FORKS_HERE[0] += 1
+
+
+def watch_forks() -> None:
+    """Count this process's forks from now on (a worker calls it once, at its start): a child forked
+    during a task inherits the task's views, so the worker then reports every segment it mapped."""
+    if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows)
+        os.register_at_fork(before=_count_fork)
+
+
 class WorkerSide:
     """Attach a task's segments in the worker (once per name) and detach them when it ends.
 
-    The parent holds every pooled segment of the task until the worker's reply, so the worker
-    counts itself as a holder only of those it still views when the task ends (a view the function
-    kept): most tasks take no lock on any segment (``segment_holds.view_uncounted``).
+    The parent holds every pooled segment of the task until the worker's reply; at the end of the
+    task the worker knows whether it still views one (``kept``), and says so in its reply: the
+    parent then never lends it again. No lock, no count in the segment.
     """
 
     def __init__(self):
         self._roots: dict[str, np.ndarray] = {}
         self._private_roots: dict[str, np.ndarray] = {}  # copy-on-write mappings (ArrayRef.private)
         self._mappings: list[Mapping] = []
-        self._uncounted: list[int] = []  # segment_holds tokens, settled when the task ends
+        self._pooled: set[str] = set()  # segments the parent's pool lent for this task
         self._copied: set[str] = set()  # segments holding a private copy made for this task
         self._returned: set[str] = set()  # copied segments a result already views
+        self._forks_at_start = _FORKS_HERE[0]
+        self.kept: tuple[str, ...] = ()  # set by end(): pooled segments this worker still views
 
     def unpack(self, packed: Packed):
         """The call ``packed`` holds, every slot a view of its segment (zero-copy)."""
@@ -258,8 +279,8 @@ class WorkerSide:
             mapping = Mapping(name, create_bytes=None)
             self._mappings.append(mapping)
             root = self._roots[name] = np.frombuffer(mapping.map, np.uint8)
-            if ref.counted:
-                self._uncounted.append(view_uncounted(name, root))
+        if ref.pooled:
+            self._pooled.add(name)
         if ref.copied:
             self._copied.add(name)
         return as_received(view_on(root, ref.handle), ref)
@@ -304,23 +325,26 @@ class WorkerSide:
         name, address = found
         return ArrayHandle._of_array(name, array, array.__array_interface__["data"][0] - address)
 
-    def __enter__(self) -> WorkerSide:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        """Let go of the task's roots; count this worker as a holder of what is still viewed (kept);
-        make a kept copy-on-write view the worker's own (``_keep_private``)."""
+    def end(self) -> None:
+        """Let go of the task's roots (the caller dropped its own references first, and an error's
+        frames are cleared); set ``kept`` to the pooled segments still viewed (a view the task kept),
+        or to every segment of the task if it forked meanwhile (a child inherited its views); make a
+        kept copy-on-write view the worker's own (``_keep_private``). Then unmap what nothing views."""
+        forked = _FORKS_HERE[0] != self._forks_at_start
+        exports = {name: weakref.ref(root.base) for name, root in self._roots.items()}
+        private_exports = {name: weakref.ref(root.base) for name, root in self._private_roots.items()}
         self._roots.clear()
-        kept_private = [weakref.ref(root.base) for root in self._private_roots.values()]
         self._private_roots.clear()
-        for token in self._uncounted:
-            settle_uncounted(token)
-        self._uncounted.clear()
-        for export in kept_private:
+        if forked:
+            self.kept = tuple(sorted(self._pooled | set(private_exports)))
+        else:
+            self.kept = tuple(sorted(name for name in self._pooled if exports[name]() is not None))
+        for export in private_exports.values():
             if export() is not None:
                 _keep_private(export())
         for mapping in self._mappings:
             mapping.close()  # a view the task kept elsewhere keeps its mapping until it goes
+        self._mappings.clear()
 
 
 def _keep_private(buffer) -> None:

@@ -209,9 +209,23 @@ def keep_and_return(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def keep_then_raise(array: np.ndarray) -> None:
+    """Keep ``array`` in this worker, then raise ValueError (a reply that cannot say what was kept)."""
+    _KEPT.append(array)
+    raise ValueError("kept it, then failed")
+
+
 def sums_of_kept() -> list[float]:
     """The sums of the arrays this worker kept, oldest first."""
     return [float(np.sum(array)) for array in _KEPT]
+
+
+def unlinked_segments_mapped_here() -> int:
+    """How many segments of ours this worker still maps after they were unlinked (``/proc/self/maps``
+    marks them deleted): memory a kept view holds that ``ls /dev/shm`` no longer shows."""
+    with open("/proc/self/maps") as maps:
+        return len({line.split()[-2] for line in maps
+                    if "/dev/shm/sal_" in line and line.rstrip().endswith("(deleted)")})
 
 
 def forget_kept() -> int:

@@ -3,8 +3,10 @@
 "Send once, then run many tasks on it": a worker function stores its array argument in a module
 global. With the stdlib the worker holds a private copy; ours views the pooled segment the argument
 crossed in, so the pool must not lend that segment to a later task while the worker still views it
-(its header counts the holders), and a result that is the kept argument must not share its memory
-with the worker. Real workers under each start method, real /dev/shm; nothing may be left behind.
+(the worker's reply says it kept it, and the parent retires it: never lent again, unlinked once the
+parent lets go, its memory gone with the worker's last view), and a result that is the kept argument
+must not share its memory with the worker. Real workers under each start method, real /dev/shm;
+nothing may be left behind.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import gc
 import multiprocessing as mp
 import os
 import pathlib
+import subprocess
+import sys
 import time
 
 import array_workers as workers
@@ -51,13 +55,17 @@ def test_a_kept_argument_is_not_overwritten_by_a_later_task(method):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("method", METHODS)
-def test_a_kept_segment_goes_back_to_the_pool_once_the_worker_lets_go(method):
+def test_a_kept_segment_is_never_lent_again_and_leaves_dev_shm_while_the_worker_keeps_its_data(method):
     with SharedMemoryExecutor(1, mp.get_context(method)) as executor:
         executor.submit(workers.keep_and_sum, np.full(N_ITEMS, 1.0)).result()
+        assert lent_bytes_once_collected(executor) == 0  # retired: neither lent nor idle in the pool
+        assert executor.segment_pool.names() == []  # and unlinked as soon as the parent let go
+        assert executor.submit(workers.unlinked_segments_mapped_here).result() == 1  # the worker's view
+        assert executor.submit(workers.sums_of_kept).result() == [1e6]
         executor.submit(workers.array_nbytes, np.full(N_ITEMS, 2.0)).result()
         assert executor.segment_pool.created == 2  # the kept one was not lent again
         assert executor.submit(workers.forget_kept).result() == 1
-        assert lent_bytes_once_collected(executor) == 0  # the worker's count went back to zero
+        assert executor.submit(workers.unlinked_segments_mapped_here).result() == 0  # its memory is gone
         executor.submit(workers.array_nbytes, np.full(N_ITEMS, 3.0)).result()
         assert executor.segment_pool.created == 2  # a warm one was reused
 
@@ -78,12 +86,13 @@ def test_a_result_that_is_the_kept_argument_does_not_share_the_workers_memory(me
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])  # fork refuses max_tasks_per_child
-def test_a_worker_that_exits_holding_an_argument_gives_it_back(method):
+def test_a_worker_that_exits_holding_an_argument_takes_its_memory_with_it(method):
     with SharedMemoryExecutor(1, mp.get_context(method), max_tasks_per_child=1) as executor:
         assert executor.submit(workers.keep_and_sum, np.full(N_ITEMS, 1.0)).result() == 1e6
-        assert lent_bytes_once_collected(executor) == 0  # its exit hook let go of the kept view
+        assert lent_bytes_once_collected(executor) == 0  # retired, and unlinked once the parent let go
+        assert executor.segment_pool.names() == []  # nothing left in /dev/shm: the worker's exit unmaps it
         executor.submit(workers.array_nbytes, np.full(N_ITEMS, 2.0)).result()
-        assert executor.segment_pool.created == 1
+        assert executor.segment_pool.created == 2  # the kept segment was never lent again
 
 
 def _report_sum_later(array: np.ndarray, go, connection) -> None:
@@ -153,8 +162,8 @@ def _fork_a_child_that_keeps(array: np.ndarray, folder: str) -> int:
 
 @pytest.mark.timeout(120)
 def test_a_child_the_worker_forks_during_a_task_keeps_its_data(tmp_path):
-    """The worker counts itself as a holder only of what it still views when the task ends; a child
-    it forked during the task inherits the view and must be counted for it at the fork, so the
+    """The worker's reply names what it still views when the task ends; a child it forked during
+    the task inherits the view, so a worker that forked names every segment of the task, and the
     segment is not lent to a later task while the child still reads it."""
     with SharedMemoryExecutor(1, mp.get_context("fork")) as executor:
         child = executor.submit(_fork_a_child_that_keeps, np.full(N_ITEMS, 1.0), str(tmp_path)).result()
@@ -186,3 +195,44 @@ def test_a_kept_result_passed_back_in_keeps_its_data_when_the_caller_writes_into
         assert (result == 7.0).all()
         del result
         assert executor.submit(workers.forget_kept).result() == 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", METHODS)
+def test_a_task_that_kept_its_argument_then_raised_keeps_its_data(method):
+    """An error carries no reply to say what the worker kept: every segment of a task that raised is
+    retired, so a later task of the same size gets a new one."""
+    with SharedMemoryExecutor(1, mp.get_context(method)) as executor:
+        with pytest.raises(ValueError, match="kept it, then failed"):
+            executor.submit(workers.keep_then_raise, np.full(N_ITEMS, 1.0)).result()
+        later = executor.submit(workers.plus_one, np.full(N_ITEMS, 5.0)).result()  # would reuse it
+        assert (later == 6.0).all()
+        del later
+        assert executor.segment_pool.created == 2
+        assert executor.submit(workers.sums_of_kept).result() == [1e6]
+        assert executor.submit(workers.forget_kept).result() == 1
+
+
+PROGRAM_WITH_THE_EXECUTOR_ONLY = """
+import numpy as np
+from sharedarrays import SharedMemoryExecutor, segment_holds
+import array_workers as workers
+
+if __name__ == "__main__":
+    with SharedMemoryExecutor(2) as executor:
+        results = list(executor.map(workers.keep_and_sum, [np.full(300_000, 1.0)] * 4))
+        kept = executor.submit(workers.keep_and_return, np.full(300_000, 2.0)).result()
+    print(results == [3e5] * 4, float(kept.sum()) == 6e5, bool(segment_holds._FORK_HOOKS_REGISTERED),
+          len(segment_holds._HOLDS))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_program_that_only_uses_the_executor_counts_no_holders():
+    """The executor keeps no count in shared memory: a program that uses it, workers that keep
+    their arguments included, registers none of the reductions' holder machinery (its fork hooks,
+    its holds)."""
+    finished = subprocess.run([sys.executable, "-c", PROGRAM_WITH_THE_EXECUTOR_ONLY], capture_output=True,
+                              text=True, timeout=90, cwd=pathlib.Path(__file__).parent)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.split() == ["True", "True", "False", "0"], finished.stdout + finished.stderr

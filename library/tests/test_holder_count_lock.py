@@ -114,9 +114,9 @@ SLOW_CHILD_PROGRAM = """
 
 @pytest.mark.timeout(90)
 def test_a_forked_child_is_counted_before_the_fork_so_its_parent_may_let_go_at_once():
-    """One protocol for the executor's segments and the reductions' (``segment_holds``): the parent
-    counts the child before ``fork``; counted by the child after it, the segment could be lent again
-    (and overwritten) while the child still views it."""
+    """The torch-free reduction's holder counts (``segment_holds``): the parent counts the child
+    before ``fork``; counted by the child after it, the segment could be lent again (and
+    overwritten) while the child still views it."""
     finished = subprocess.run([sys.executable, "-c", textwrap.dedent(SLOW_CHILD_PROGRAM)],
                               capture_output=True, text=True, timeout=60)
     assert finished.returncode == 0, finished.stderr
