@@ -53,6 +53,8 @@ PROGRAM = """
         return "ok" if result.shape == (N_ITEMS,) and result[0] == n + 1 else "wrong"
 
     if __name__ == "__main__":
+        import faulthandler, signal
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # the driver asks for stacks if it waits long
         fault, method = sys.argv[1:]
         executor = SharedMemoryExecutor(2, mp.get_context(method))
         held = executor.submit(workers.plus_one, np.zeros(4 * MiB // 8)).result()  # a result segment
@@ -86,6 +88,7 @@ DRIVER = r"""
     import json, os, queue, shutil, signal, subprocess, sys, tempfile, threading, time
 
     fault, method, program = sys.argv[1:]
+    RUNNING_DEADLINE_S = 60  # the program's tasks run within this (2-3 s alone; far more beside other jobs)
     began = time.monotonic()
     report = {"error": None}
 
@@ -136,9 +139,14 @@ DRIVER = r"""
     for reader in readers:
         reader.start()
     try:
-        running, ready, deadline = [], False, time.monotonic() + 40
+        running, ready, deadline = [], False, time.monotonic() + RUNNING_DEADLINE_S
         while not (ready and len(running) >= 2):
-            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            try:
+                line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                os.kill(child.pid, signal.SIGUSR1)  # every thread's stack, on the program's stderr
+                time.sleep(1)
+                raise TimeoutError(f"{RUNNING_DEADLINE_S} s: ready={ready}, running={running}") from None
             if line is None:
                 raise RuntimeError("the program ended before its tasks ran")
             ready = ready or line == "ready"
@@ -201,7 +209,9 @@ def run_fault(fault: str, method: str, shm_size: str) -> dict:
                                   env={**os.environ, "PYTHONPATH": path})
     assert done.returncode == 0 and done.stdout, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
-    assert report["error"] is None, report
+    assert report["error"] is None, (f"{report['error']}\nthe program's stdout: {report['stdout']}\n"
+                                     f"its stderr (last 3000 characters):\n{report['stderr']}\n"
+                                     f"left in /dev/shm: {report['left']}\nalive: {report['alive']}")
     print(f"{fault} / {method} / {shm_size}: {report['seconds']} s, "
           f"nothing left {report['seconds_to_clean']} s after the fault")
     return report
