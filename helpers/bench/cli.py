@@ -207,7 +207,8 @@ def _measured(measure: Callable[[], dict]) -> dict:
 
 
 def _transport_measurements(source, floors, args: argparse.Namespace) -> list[tuple[str, Callable[[], dict]]]:
-    common = {"repeat": args.repeat, "start_method": args.start_method}
+    common = {"repeat": args.repeat, "start_method": args.start_method,
+              "short_repeat": max(args.repeat, transport.SHORT_TRIP_REPEAT)}
     return (transport.executor_measurements(source, floors, n_workers=args.workers, **common)
             + transport.reducer_measurements(source, floors, **common))
 
@@ -227,8 +228,8 @@ def run_transport(sizes: list[int], args: argparse.Namespace, bar) -> list[dict]
         source = copy_floors.random_array(n_bytes)
         floors = transport.measure_floors(source, repeat=max(args.repeat, 5))
         rows += transport.floor_rows(source.nbytes, floors)
-        rows += transport.trip_floor_rows(source, floors, repeat=max(args.repeat, 5),
-                                          start_method=args.start_method)
+        short_repeat = max(args.repeat, transport.SHORT_TRIP_REPEAT)
+        rows += transport.trip_floor_rows(source, floors, repeat=short_repeat, start_method=args.start_method)
         bar.update()
         for name, measure in _transport_measurements(source, floors, args):
             bar.set_description(f"{label}: {name}")

@@ -61,6 +61,11 @@ LARGE_BYTES = 256 * MiB  # at and above this size the stdlib baseline runs fewer
 BURST_IDLE_SECONDS = 1.0  # ours_burst's idle_seconds (the executor's default is 5 s)
 BURST_WAIT_SECONDS = 30.0  # how long ours_burst waits for its pool to give memory back
 STDLIB_LARGE_REPEAT = 2
+# The command's rows of a round trip that copies nothing (the trip floors, ours_shared, the tiny
+# echoes, the reductions' already-shared ways: tens to hundreds of microseconds each) run at least
+# this many times: on a shared machine the median of five such short trips moved by 2x between
+# sizes of one run, where the trip does not depend on the size.
+SHORT_TRIP_REPEAT = 31
 
 
 def measure_floors(source: np.ndarray, repeat: int = 5) -> dict[str, Timing]:
@@ -201,14 +206,16 @@ def burst_row(source: np.ndarray, floors: dict[str, Timing], repeat: int, n_work
 def executor_measurements(source: np.ndarray, floors: dict[str, Timing], *, repeat: int = 5,
                           n_workers: int = 2, start_method: str = DEFAULT_START_METHOD,
                           stdlib: bool = True, ours: type[SharedMemoryExecutor] = SharedMemoryExecutor,
-                          ) -> list[tuple[str, Callable[[], dict]]]:
+                          short_repeat: int | None = None) -> list[tuple[str, Callable[[], dict]]]:
     """(label, measure) pairs, each returning one round-trip row: the stdlib baseline (unless
     ``stdlib`` is False) and ours (``ours``: SharedMemoryExecutor or a subclass of it): first call,
     warm, already shared, plus_one; npshmex's echo where that optional extra is installed. Each
     measure starts its own executor with ``n_workers`` workers and ``start_method`` (spawn by
-    default)."""
+    default). The rows that copy nothing (already shared, tiny) run ``short_repeat`` times (default
+    ``repeat``)."""
     context = quiet_context(start_method)
     args = (floors, repeat, n_workers, context)
+    short_args = (floors, short_repeat or repeat, n_workers, context)
     measurements = [
         ("ours first", lambda: make_row(
             "ours_first", source.nbytes, time_first_call(source, n_workers, context, repeat, ours), floors,
@@ -219,13 +226,13 @@ def executor_measurements(source: np.ndarray, floors: dict[str, Timing], *, repe
                                              "pooled segment, the result comes back as a view of it")),
         ("ours burst", lambda: burst_row(source, floors, repeat, n_workers, context, ours)),
         ("ours shared", lambda: _warm_row(ours, "ours_shared", workers.echo, source, True,
-                                          *args, what="echo of an array already in a SharedNDArray: a "
+                                          *short_args, what="echo of an array already in a SharedNDArray: a "
                                                       "handle both ways, no copy")),
         ("ours tiny", lambda: _warm_row(
-            ours, "ours_tiny", workers.echo, source, False, *args, tiny=True, what=(
+            ours, "ours_tiny", workers.echo, source, False, *short_args, tiny=True, what=(
                 "echo of the int 0, no array: the fixed cost of one round trip through the pool"))),
         ("stdlib tiny", lambda: _warm_row(
-            ProcessPoolExecutor, "stdlib_tiny", workers.echo, source, False, *args, tiny=True, what=(
+            ProcessPoolExecutor, "stdlib_tiny", workers.echo, source, False, *short_args, tiny=True, what=(
                 "ProcessPoolExecutor, echo of the int 0: the stdlib's own fixed cost of a round trip "
                 "(feeder thread, pipe, worker, result thread, future), which ours cannot go below"))),
         ("ours plus_one", lambda: _warm_row(
@@ -272,11 +279,14 @@ def reducer_row(source: np.ndarray, how: str, where: str, floors: dict[str, Timi
 
 
 def reducer_measurements(source: np.ndarray, floors: dict[str, Timing], *, repeat: int = 5,
-                         start_method: str = DEFAULT_START_METHOD) -> list[tuple[str, Callable[[], dict]]]:
+                         start_method: str = DEFAULT_START_METHOD,
+                         short_repeat: int | None = None) -> list[tuple[str, Callable[[], dict]]]:
     """(label, measure) pairs for every way of ``helpers.lessons.pickler_reductions_torch``, local
-    then remote."""
-    return [(f"{how} {where}", functools.partial(reducer_row, source, how, where, floors, repeat,
-                                                 start_method))
+    then remote; the already-shared ways (``*_shared``: they copy nothing) run ``short_repeat``
+    times (default ``repeat``)."""
+    return [(f"{how} {where}", functools.partial(
+                reducer_row, source, how, where, floors,
+                (short_repeat or repeat) if how.endswith("_shared") else repeat, start_method))
             for how in pickler_reductions_torch.HOWS for where in pickler_reductions_torch.WHERES]
 
 
