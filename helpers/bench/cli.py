@@ -208,7 +208,7 @@ def _measured(measure: Callable[[], dict]) -> dict:
 
 def _transport_measurements(source, floors, args: argparse.Namespace) -> list[tuple[str, Callable[[], dict]]]:
     common = {"repeat": args.repeat, "start_method": args.start_method,
-              "short_repeat": max(args.repeat, transport.SHORT_TRIP_REPEAT)}
+              "short_repeat": max(args.repeat or 0, transport.SHORT_TRIP_REPEAT)}  # None: not chosen yet
     return (transport.executor_measurements(source, floors, n_workers=args.workers, **common)
             + transport.reducer_measurements(source, floors, **common))
 

@@ -95,6 +95,20 @@ def test_a_run_compares_with_a_reference(one_mib_run, tmp_path):
     assert figure.read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.timeout(240)
+def test_left_to_its_default_repeat_the_short_trips_run_31_times_and_the_rest_5(tmp_path):
+    """``--repeat`` not given: the rows of a trip that copies nothing run SHORT_TRIP_REPEAT times,
+    whatever copies runs the default number of times."""
+    out = tmp_path / "run.json"
+    done = run_cli("--suite", "transport", "--sizes", "1", "--out", str(out), timeout=220)
+    assert done.returncode == 0, done.stderr
+    runs = {row["name"]: len(row["runs_s"]) for row in json.loads(out.read_text())["rows"]}
+    short = ("floor_message", "floor_shm_name", "ours_shared", "ours_tiny", "stdlib_tiny",
+             "reducer_shared_memory_shared_remote", "reducer_torch_shared_local")
+    assert {name: runs[name] for name in short} == dict.fromkeys(short, 31)
+    assert runs["ours_warm"] == runs["stdlib_echo"] == runs["reducer_shared_memory_remote"] == 5
+
+
 @pytest.mark.parametrize("args, says", [
     (["--suite", "transport", "--sizes", str(10**9)], "MiB fit"),
     (["--sizes", str(10**9)], "MiB fit for the strategies chosen"),
