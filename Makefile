@@ -206,7 +206,7 @@ notebooks: $(INSTALLED)
 # BENCH_ARGS passes more options to the first two, e.g. make bench BENCH_ARGS="--sizes 1,10,100";
 # CLUSTER_ARGS to the cluster suite, e.g. CLUSTER_ARGS="--ray-address HEAD:6379" for your own cluster.
 STRATEGIES_REFERENCE ?= $(firstword $(wildcard results/*-strategies.json))
-BENCH_REFERENCE ?= $(firstword $(wildcard results/*-transport.json))
+BENCH_REFERENCE ?= $(lastword $(sort $(wildcard results/*-transport.json)))
 CLUSTER_REFERENCE ?= $(lastword $(wildcard results/*-cluster.json))
 bench: $(INSTALLED)
 	$(BIN)/python -m helpers.bench --suite strategies $(if $(STRATEGIES_REFERENCE),--compare $(STRATEGIES_REFERENCE)) $(BENCH_ARGS)
