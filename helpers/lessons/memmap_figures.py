@@ -121,13 +121,13 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
     slower = reads["tmpfs", "warm read"].median / reads["disk", "warm read"].median
     timing = f"Its warm read took {format_ratio(slower)}× the disk's"
     if faults["tmpfs"] > 2 * faults["disk"]:
-        pages = ("keeps 4 KiB pages" if huge in (None, "never", "deny") else
+        pages = ("keeps 4 KiB pages, so one fault maps fewer" if huge in (None, "never", "deny") else
                  "still mapped fewer pages per fault")
         return text + (
             "The page cache holds a file on disk in large folios (blocks of contiguous pages), and one fault "
-            f"maps a whole folio; this tmpfs (mounted with `huge={huge}`) {pages}, and one fault maps only a "
-            "few. " + timing + (": mapping afresh is most of a warm read, and tmpfs needs more faults for it."
-                                if slower > 1.1 else ", so here the faults did not decide it."))
+            f"maps a whole folio; this tmpfs (mounted with `huge={huge}`) {pages}. "
+            + timing + (": every read maps the file afresh, and tmpfs needs more faults to do it."
+                        if slower > 1.1 else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
         return text + ("Here the disk file needed more faults: its page cache held it in smaller blocks. "
                        + timing + ".")
