@@ -3,8 +3,9 @@
 One row per strategy (the names of ``helpers.bench.strategies.NAMES``), one column per question a
 reader asks before choosing (``QUESTIONS``). Every cell is a short answer and the lessons that
 showed it (``Cell.lessons``: "01" ... "10"); a cell the course did not demonstrate says where the
-fact comes from instead (``Cell.source``, e.g. the Python documentation). Plain data: render it
-with ``as_markdown()`` or ``as_text()``; nothing here measures anything.
+fact comes from instead (``Cell.source``, e.g. the Python documentation). Plain data: ``as_text()``
+renders every answer in full with where it comes from; ``as_markdown()`` the lesson's table, each
+answer in a word or three (``Cell.short``). Nothing here measures anything.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Cell:
     text: str
     lessons: tuple[str, ...] = ()
     source: str = ""
+    short: str = ""  # the answer in a word or three, for the lesson's table (``as_markdown``)
 
     def __post_init__(self) -> None:
         if not self.lessons and not self.source:
@@ -39,8 +41,8 @@ class Cell:
         return f"{self.text} ({where})"
 
 
-def _c(text: str, *lessons: str, source: str = "") -> Cell:
-    return Cell(text, tuple(lessons), source)
+def _c(text: str, *lessons: str, source: str = "", short: str = "") -> Cell:
+    return Cell(text, tuple(lessons), source, short)
 
 
 NO_NODE = "no: one machine"
@@ -51,144 +53,158 @@ DASK_DOCS = "Dask docs"
 GUIDE: dict[str, dict[str, Cell]] = {
     "threads": {
         "writable": _c("yes, one array for all: every write seen at once (races: lock)",
-                       source="NumPy docs: thread safety"),
-        "start_methods": _c("none: threads of this process", "01"),
-        "os": _c("Linux (tested); any OS per the Python docs", "01"),
+                       source="NumPy docs: thread safety", short="yes (lock)"),
+        "start_methods": _c("none: threads of this process", "01", short="none"),
+        "os": _c("Linux (tested); any OS per the Python docs", "01", short="any†"),
         "crash_cleanup": _c("nothing shared to leak; a crash ends every thread",
-                            source="one process: its memory goes with it"),
-        "multi_node": _c(NO_NODE, source="threads of one process"),
-        "object_dtype": _c("yes, shared as is, but Python code on it holds the GIL", "01"),
+                            source="one process: its memory goes with it", short="nothing to leak"),
+        "multi_node": _c(NO_NODE, source="threads of one process", short="no"),
+        "object_dtype": _c("yes, shared as is, but Python code on it holds the GIL", "01", short="yes (GIL)"),
     },
     "pickle": {
-        "writable": _c("private copy per task: writes are lost", "05"),
-        "start_methods": _c("any: pickled whatever the method", "02"),
-        "os": _c("Linux (tested); any OS per the Python docs", "02"),
-        "crash_cleanup": _c("nothing shared to leak", "02"),
-        "multi_node": _c(NO_NODE, source="a local pipe"),
+        "writable": _c("private copy per task: writes are lost", "05", short="private copy"),
+        "start_methods": _c("any: pickled whatever the method", "02", short="any"),
+        "os": _c("Linux (tested); any OS per the Python docs", "02", short="any†"),
+        "crash_cleanup": _c("nothing shared to leak", "02", short="nothing to leak"),
+        "multi_node": _c(NO_NODE, source="a local pipe", short="no"),
         "object_dtype": _c("yes, pickled item by item (slow)",
-                           source="NumPy: an object array pickles one Python object per item"),
+                           source="NumPy: an object array pickles one Python object per item",
+                           short="yes (slow)"),
     },
     "send_once": {
-        "writable": _c("private copy per worker: a change stays there", "03"),
-        "start_methods": _c("any: crosses once per worker at start-up", "03"),
-        "os": _c("Linux (tested); any OS per the Python docs", "03"),
-        "crash_cleanup": _c("nothing shared to leak", "03"),
-        "multi_node": _c(NO_NODE, source="a local pipe"),
-        "object_dtype": _c("yes, any picklable object (not a __main__ class)", "03"),
+        "writable": _c("private copy per worker: a change stays there", "03", short="private copy"),
+        "start_methods": _c("any: crosses once per worker at start-up", "03", short="any"),
+        "os": _c("Linux (tested); any OS per the Python docs", "03", short="any†"),
+        "crash_cleanup": _c("nothing shared to leak", "03", short="nothing to leak"),
+        "multi_node": _c(NO_NODE, source="a local pipe", short="no"),
+        "object_dtype": _c("yes, any picklable object (not a __main__ class)", "03", short="yes"),
     },
     "manager": {
-        "writable": _c("yes, through the proxy; write items back", "03"),
-        "start_methods": _c("any", "03"),
-        "os": _c("Linux (tested); any OS per the Python docs", "03"),
-        "crash_cleanup": _c("data dies with the manager process", "03"),
-        "multi_node": _c("possible: a manager can listen on TCP", source=PY_DOCS),
-        "object_dtype": _c("yes, one round trip per read", "03"),
+        "writable": _c("yes, through the proxy; write items back", "03", short="via the proxy"),
+        "start_methods": _c("any", "03", short="any"),
+        "os": _c("Linux (tested); any OS per the Python docs", "03", short="any†"),
+        "crash_cleanup": _c("data dies with the manager process", "03", short="dies with manager"),
+        "multi_node": _c("possible: a manager can listen on TCP", source=PY_DOCS, short="via TCP"),
+        "object_dtype": _c("yes, one round trip per read", "03", short="yes (slow)"),
     },
     "fork_cow": {
-        "writable": _c("writes copy pages privately; parent never sees them", "04"),
-        "start_methods": _c("fork only (unsafe with threads)", "04"),
-        "os": _c("Linux (tested); no fork on Windows per the Python docs", "04"),
-        "crash_cleanup": _c("nothing shared to leak", "04"),
-        "multi_node": _c(NO_NODE, "04"),
-        "object_dtype": _c("readable, but refcounts un-share every page read", "04"),
+        "writable": _c("writes copy pages privately; parent never sees them", "04", short="private pages"),
+        "start_methods": _c("fork only (unsafe with threads)", "04", short="fork only"),
+        "os": _c("Linux (tested); no fork on Windows per the Python docs", "04", short="not Windows†"),
+        "crash_cleanup": _c("nothing shared to leak", "04", short="nothing to leak"),
+        "multi_node": _c(NO_NODE, "04", short="no"),
+        "object_dtype": _c("readable, but refcounts un-share every page read", "04",
+                           short="readable, un-shares pages"),
     },
     "sharedctypes": {
-        "writable": _c("yes, seen by all; += needs the lock", "05"),
-        "start_methods": _c("any, but only via Process args / initargs", "05"),
-        "os": _c("Linux (tested); any OS per the Python docs", "05"),
-        "crash_cleanup": _c("nameless file: freed with the last mapping", "05"),
-        "multi_node": _c(NO_NODE, "05"),
-        "object_dtype": _c("no: C number types only", "05"),
+        "writable": _c("yes, seen by all; += needs the lock", "05", short="yes (lock)"),
+        "start_methods": _c("any, but only via Process args / initargs", "05", short="any, via args"),
+        "os": _c("Linux (tested); any OS per the Python docs", "05", short="any†"),
+        "crash_cleanup": _c("nameless file: freed with the last mapping", "05", short="freed (nameless)"),
+        "multi_node": _c(NO_NODE, "05", short="no"),
+        "object_dtype": _c("no: C number types only", "05", short="no"),
     },
     "memmap_disk": {
-        "writable": _c("'r+' seen by all at once; 'c' private; 'r' refuses", "06"),
-        "start_methods": _c("any: workers map by path", "06"),
-        "os": _c("Linux (tested); any OS per the NumPy docs", "06"),
-        "crash_cleanup": _c("the file stays until deleted", "06"),
-        "multi_node": _c("no (a network filesystem is not coherent for mappings)", source="mmap(2)"),
-        "object_dtype": _c("no: raw bytes in a file", source="NumPy docs"),
+        "writable": _c("'r+' seen by all at once; 'c' private; 'r' refuses", "06", short="yes ('r+')"),
+        "start_methods": _c("any: workers map by path", "06", short="any"),
+        "os": _c("Linux (tested); any OS per the NumPy docs", "06", short="any†"),
+        "crash_cleanup": _c("the file stays until deleted", "06", short="file stays"),
+        "multi_node": _c("no (a network filesystem is not coherent for mappings)", source="mmap(2)",
+                         short="no"),
+        "object_dtype": _c("no: raw bytes in a file", source="NumPy docs", short="no"),
     },
     "memmap_tmpfs": {
-        "writable": _c("'r+' seen by all at once; 'c' private; 'r' refuses", "06"),
-        "start_methods": _c("any: workers map by path", "06"),
-        "os": _c("Linux (/dev/shm)", "06"),
-        "crash_cleanup": _c("holds RAM until deleted and unmapped", "06"),
-        "multi_node": _c(NO_NODE, "06"),
-        "object_dtype": _c("no: raw bytes in a file", source="NumPy docs"),
+        "writable": _c("'r+' seen by all at once; 'c' private; 'r' refuses", "06", short="yes ('r+')"),
+        "start_methods": _c("any: workers map by path", "06", short="any"),
+        "os": _c("Linux (/dev/shm)", "06", short="Linux"),
+        "crash_cleanup": _c("holds RAM until deleted and unmapped", "06", short="stays, holding RAM"),
+        "multi_node": _c(NO_NODE, "06", short="no"),
+        "object_dtype": _c("no: raw bytes in a file", source="NumPy docs", short="no"),
     },
     "joblib": {
         "writable": _c("no: read-only views (mmap_mode='r'); a reused Parallel misses in-place changes",
-                       "06"),
-        "start_methods": _c("loky's own workers (fresh interpreters, like spawn)", "06"),
-        "os": _c("Linux (tested); any OS per the joblib docs", "06"),
+                       "06", short="read-only"),
+        "start_methods": _c("loky's own workers (fresh interpreters, like spawn)", "06", short="loky's own"),
+        "os": _c("Linux (tested); any OS per the joblib docs", "06", short="any†"),
         "crash_cleanup": _c("worker killed: dump removed; parent killed: dump stays while its workers live",
-                            "06"),
-        "multi_node": _c("no with loky (other backends can, per the joblib docs)", source="joblib docs"),
-        "object_dtype": _c("yes, pickled: object arrays are never memory-mapped", "06"),
+                            "06", short="dump may stay"),
+        "multi_node": _c("no with loky (other backends can, per the joblib docs)", source="joblib docs",
+                         short="no"),
+        "object_dtype": _c("yes, pickled: object arrays are never memory-mapped", "06", short="pickled"),
     },
     "shared_memory": {
-        "writable": _c("yes, seen by every process", "07", "08"),
-        "start_methods": _c("any: attach by name", "07"),
-        "os": _c("Linux (tested); macOS, Windows too per the Python docs", "07"),
-        "crash_cleanup": _c("named: stays unless the resource tracker unlinks it", "07", "08"),
-        "multi_node": _c(NO_NODE, "07"),
-        "object_dtype": _c("no: a child crashed (SIGSEGV); helpers refuse it", "07"),
+        "writable": _c("yes, seen by every process", "07", "08", short="yes"),
+        "start_methods": _c("any: attach by name", "07", short="any"),
+        "os": _c("Linux (tested); macOS, Windows too per the Python docs", "07", short="any†"),
+        "crash_cleanup": _c("named: stays unless the resource tracker unlinks it", "07", "08",
+                            short="stays unless unlinked"),
+        "multi_node": _c(NO_NODE, "07", short="no"),
+        "object_dtype": _c("no: a child crashed (SIGSEGV); helpers refuse it", "07", short="no (crashes)"),
     },
     "executor": {
-        "writable": _c("private args copied per task; SharedNDArray args shared", "08"),
-        "start_methods": _c("any", "08"),
-        "os": _c("Linux only: needs /dev/shm and posix_fallocate (a clear error elsewhere)", "08"),
-        "crash_cleanup": _c("yes: workers exit, the tracker unlinks segments", "08"),
-        "multi_node": _c(NO_NODE, "08"),
-        "object_dtype": _c("pickled as usual, not shared", source="sharedarrays.transit"),
+        "writable": _c("private args copied per task; SharedNDArray args shared", "08", short="private copy"),
+        "start_methods": _c("any", "08", short="any"),
+        "os": _c("Linux only: needs /dev/shm and posix_fallocate (a clear error elsewhere)", "08",
+                 short="Linux only"),
+        "crash_cleanup": _c("yes: workers exit, the tracker unlinks segments", "08", short="unlinked"),
+        "multi_node": _c(NO_NODE, "08", short="no"),
+        "object_dtype": _c("pickled as usual, not shared", source="sharedarrays.transit", short="pickled"),
     },
     "reducer_torch": {
-        "writable": _c("yes: the receiver views the shared storage", "09"),
-        "start_methods": _c("any; workers enable it in an initializer", "09"),
-        "os": _c("Linux (tested); where PyTorch runs per its docs", "09"),
-        "crash_cleanup": _c("fd strategy: nameless; file_system: torch_* files may stay", "09"),
-        "multi_node": _c(NO_NODE, "09"),
-        "object_dtype": _c("no: refused with TypeError", "09"),
+        "writable": _c("yes: the receiver views the shared storage", "09", short="yes"),
+        "start_methods": _c("any; workers enable it in an initializer", "09", short="any"),
+        "os": _c("Linux (tested); where PyTorch runs per its docs", "09", short="where PyTorch runs†"),
+        "crash_cleanup": _c("fd strategy: nameless; file_system: torch_* files may stay", "09",
+                            short="files may stay"),
+        "multi_node": _c(NO_NODE, "09", short="no"),
+        "object_dtype": _c("no: refused with TypeError", "09", short="no"),
     },
     "reducer_shared_memory": {
-        "writable": _c("yes: the receiver views the segment", "09"),
-        "start_methods": _c("any; workers enable it in an initializer", "09"),
-        "os": _c("Linux only: needs /dev/shm and posix_fallocate (a clear error elsewhere)", "09"),
-        "crash_cleanup": _c("segments live until the sender stops sharing or exits", "09"),
-        "multi_node": _c(NO_NODE, "09"),
-        "object_dtype": _c("no: refused with TypeError", "09"),
+        "writable": _c("yes: the receiver views the segment", "09", short="yes"),
+        "start_methods": _c("any; workers enable it in an initializer", "09", short="any"),
+        "os": _c("Linux only: needs /dev/shm and posix_fallocate (a clear error elsewhere)", "09",
+                 short="Linux only"),
+        "crash_cleanup": _c("segments live until the sender stops sharing or exits", "09",
+                            short="freed with sender"),
+        "multi_node": _c(NO_NODE, "09", short="no"),
+        "object_dtype": _c("no: refused with TypeError", "09", short="no"),
     },
     "ray_by_value": {
-        "writable": _c("no: workers get read-only views", "10"),
-        "start_methods": _c("Ray's own worker processes", "10"),
-        "os": _c("Linux (tested); macOS, Windows (beta) per the Ray docs", "10"),
-        "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "10"),
-        "multi_node": _c("yes: objects move between nodes", "10"),
-        "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS),
+        "writable": _c("no: workers get read-only views", "10", short="read-only"),
+        "start_methods": _c("Ray's own worker processes", "10", short="Ray's own"),
+        "os": _c("Linux (tested); macOS, Windows (beta) per the Ray docs", "10", short="any, Windows beta†"),
+        "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "10",
+                            short="freed with owner"),
+        "multi_node": _c("yes: objects move between nodes", "10", short="yes"),
+        "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS, short="pickled"),
     },
     "ray_object_store": {
-        "writable": _c("no: ray.get gives read-only views", "10"),
-        "start_methods": _c("Ray's own worker processes", "10"),
-        "os": _c("Linux (tested); macOS, Windows (beta) per the Ray docs", "10"),
-        "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "10"),
-        "multi_node": _c("yes: objects move between nodes", "10"),
-        "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS),
+        "writable": _c("no: ray.get gives read-only views", "10", short="read-only"),
+        "start_methods": _c("Ray's own worker processes", "10", short="Ray's own"),
+        "os": _c("Linux (tested); macOS, Windows (beta) per the Ray docs", "10", short="any, Windows beta†"),
+        "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "10",
+                            short="freed with owner"),
+        "multi_node": _c("yes: objects move between nodes", "10", short="yes"),
+        "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS, short="pickled"),
     },
     "dask_by_value": {
-        "writable": _c("private copy per task: writes are lost", "10"),
-        "start_methods": _c("Dask's nannies spawn the workers", "10"),
-        "os": _c("Linux (tested); macOS, Windows per the Dask docs", "10"),
-        "crash_cleanup": _c("a killed worker is restarted by its nanny; closing the cluster ends all", "10"),
-        "multi_node": _c("yes: workers on many machines, data over TCP", source=DASK_DOCS),
-        "object_dtype": _c("yes, pickled (copied)", source=DASK_DOCS),
+        "writable": _c("private copy per task: writes are lost", "10", short="private copy"),
+        "start_methods": _c("Dask's nannies spawn the workers", "10", short="Dask's own"),
+        "os": _c("Linux (tested); macOS, Windows per the Dask docs", "10", short="any†"),
+        "crash_cleanup": _c("a killed worker is restarted by its nanny; closing the cluster ends all", "10",
+                            short="nanny restarts"),
+        "multi_node": _c("yes: workers on many machines, data over TCP", source=DASK_DOCS, short="yes"),
+        "object_dtype": _c("yes, pickled (copied)", source=DASK_DOCS, short="pickled"),
     },
     "dask_scatter": {
-        "writable": _c("yes, but a write changes that worker's copy only", source=DASK_DOCS),
-        "start_methods": _c("Dask's nannies spawn the workers", "10"),
-        "os": _c("Linux (tested); macOS, Windows per the Dask docs", "10"),
-        "crash_cleanup": _c("a killed worker is restarted by its nanny; closing the cluster ends all", "10"),
-        "multi_node": _c("yes: one copy per worker, fetched worker to worker", "10"),
-        "object_dtype": _c("yes, pickled (copied)", source=DASK_DOCS),
+        "writable": _c("yes, but a write changes that worker's copy only", source=DASK_DOCS,
+                       short="own copy"),
+        "start_methods": _c("Dask's nannies spawn the workers", "10", short="Dask's own"),
+        "os": _c("Linux (tested); macOS, Windows per the Dask docs", "10", short="any†"),
+        "crash_cleanup": _c("a killed worker is restarted by its nanny; closing the cluster ends all", "10",
+                            short="nanny restarts"),
+        "multi_node": _c("yes: one copy per worker, fetched worker to worker", "10", short="yes"),
+        "object_dtype": _c("yes, pickled (copied)", source=DASK_DOCS, short="pickled"),
     },
 }
 
@@ -213,12 +229,37 @@ def rows(titles: dict[str, str] | None = None) -> list[dict[str, str]]:
 
 
 def as_markdown(titles: dict[str, str] | None = None) -> str:
-    """The guide as a Markdown table (for ``IPython.display.Markdown``)."""
-    table = rows(titles)
-    headings = list(table[0])
-    lines = ["| " + " | ".join(headings) + " |", "|" + "---|" * len(headings)]
-    lines += ["| " + " | ".join(row[h].replace("|", "\\|") for h in headings) + " |" for row in table]
+    """The lesson's table (for ``IPython.display.Markdown``): each strategy (its title if ``titles``
+    names it) and the lesson that builds it, then each answer in short (``Cell.short``), citing the
+    lessons other than that one; † marks an answer the course did not show (``Cell.source`` says
+    where it comes from: ``as_text()``). Strategies whose rows read the same share one row."""
+    titles = titles or {}
+    rows: dict[tuple[str, ...], list[str]] = {}  # a row's lesson and cells -> the strategies it answers for
+    for name, row in GUIDE.items():
+        own = _lesson_of(name)
+        cells = (own, *(_short(cell, own) for cell in row.values()))
+        rows.setdefault(cells, []).append(titles.get(name, name))
+    lines = ["| strategy | lesson | " + " | ".join(QUESTIONS.values()) + " |",
+             "|" + "---|" * (len(QUESTIONS) + 2)]
+    lines += [f"| {', '.join(names)} | " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+              for cells, names in rows.items()]
     return "\n".join(lines)
+
+
+def _lesson_of(name: str) -> str:
+    from helpers.bench import strategies
+
+    return strategies.STRATEGIES[name].lesson
+
+
+def _short(cell: Cell, own: str) -> str:
+    """A cell as the lesson's table shows it: its short answer, with † where no lesson showed it, or
+    the lessons it cites other than ``own`` (the row's)."""
+    text = cell.short or cell.text
+    if not cell.lessons:
+        return text if text.endswith("†") else f"{text}†"
+    others = [lesson for lesson in cell.lessons if lesson != own]
+    return f"{text} ({', '.join(others)})" if others else text
 
 
 def as_text(titles: dict[str, str] | None = None, question: str | None = None) -> str:

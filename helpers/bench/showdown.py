@@ -25,16 +25,12 @@ BLOG_OTHERS = (*BLOG_ZERO_COPY, "memmap_disk", "memmap_tmpfs")
 MUCH_SLOWER = 2.0  # "pickle >> others": at least this many times the slowest of the others
 CLOSE_TOGETHER = 2.0  # "close together": the slowest of the group within this factor of the fastest
 SAME_WITHIN = 1.1  # two medians closer than this factor are "about the same"
-# What the blog found for each claim, in the order of ``claims_from_medians`` (its own words, from
-# its results chart; it gives no ratios to a floor).
-BLOG_FOUND = ("pickle: by far the slowest", "close together", "/tmp slower than /dev/shm",
-              "by value slower than ray.put once")
 # The blog's own fan-out timings (milliseconds, from its results chart: a ~1.5 GB array, 4 cores, in
 # Docker, where /tmp is not tmpfs; each process was given its slice of the array, where the course
 # gives every task the whole array), by the course's name for the same way.
 BLOG_MS = {"pickle": 4137.79, "fork_cow": 80.30, "sharedctypes": 102.24, "memmap_disk": 159.62,
            "memmap_tmpfs": 108.68, "shared_memory": 99.96, "ray_by_value": 252.08, "ray_object_store": 70.65}
-BLOG_LABEL = "the blog's own timings (~1.5 GB, 4 cores)"
+BLOG_LABEL = "the blog's timings"
 # The strategies the lesson's live run leaves to the reference results, and why: each repeats a
 # conclusion a live row shows, and each costs seconds of start-up that change no conclusion.
 NOT_LIVE = {
@@ -221,7 +217,7 @@ def _missing(names: Sequence[str], medians: dict) -> list[str]:
 
 
 def _pickle_much_slower(medians: dict) -> Claim:
-    text = f"pickling is much slower (≥ {MUCH_SLOWER:g}×) than each other way the blog ran"
+    text = f"pickle far slower (≥ {MUCH_SLOWER:g}×) than every other way"
     others = {name: medians[name] for name in BLOG_OTHERS if name in medians}
     if "pickle" not in medians or not others:
         return Claim(text, None, "pickle or every other way did not run")
@@ -232,8 +228,7 @@ def _pickle_much_slower(medians: dict) -> Claim:
 
 
 def _zero_copy_close(medians: dict) -> Claim:
-    text = ("fork-CoW, sharedctypes, SharedMemory and Ray's object store are close "
-            f"(within {CLOSE_TOGETHER:g}×)")
+    text = f"fork, sharedctypes, SharedMemory, ray.put close (within {CLOSE_TOGETHER:g}×)"
     group = {name: medians[name] for name in BLOG_ZERO_COPY if name in medians}
     if len(group) < 2:
         missing = ", ".join(_missing(BLOG_ZERO_COPY, medians))
@@ -247,7 +242,7 @@ def _zero_copy_close(medians: dict) -> Claim:
 
 
 def _disk_slower_than_tmpfs(medians: dict) -> Claim:
-    text = "a memmap on disk is slower than one on tmpfs"
+    text = "memmap on disk slower than on tmpfs"
     if "memmap_disk" not in medians or "memmap_tmpfs" not in medians:
         return Claim(text, None, "one of the two memmaps did not run")
     factor = medians["memmap_disk"] / medians["memmap_tmpfs"]
@@ -261,7 +256,7 @@ def _disk_slower_than_tmpfs(medians: dict) -> Claim:
 
 
 def _ray_by_value_slower(medians: dict) -> Claim:
-    text = f"Ray with the array passed to every task is slower (≥ {SAME_WITHIN:g}×) than ray.put once"
+    text = f"Ray by value slower (≥ {SAME_WITHIN:g}×) than ray.put once"
     if "ray_by_value" not in medians or "ray_object_store" not in medians:
         return Claim(text, None, "one of the two Ray strategies did not run")
     factor = medians["ray_by_value"] / medians["ray_object_store"]
@@ -300,20 +295,14 @@ def _cell(claim: Claim) -> str:
 
 
 def claims_markdown(columns: Sequence[ClaimColumn]) -> str:
-    """A Markdown table, one row per claim: the blog's finding in its words and checked on its own
-    timings, then the verdict and its ratio in each column; below it, one line per claim naming the
-    columns where it held."""
+    """A Markdown table, one row per claim (what the blog found, with the threshold the check uses):
+    the verdict and its ratio on the blog's own timings, then in each column."""
     blog = claims_from_medians(BLOG_MS)  # the blog's own timings, checked by the same code
-    header = (f"| the blog's claim | the blog found | {BLOG_LABEL} | "
-              + " | ".join(c.label for c in columns) + " |")
-    lines = [header, "|" + "---|" * (len(columns) + 3)]
+    header = f"| the blog's claim | {BLOG_LABEL} | " + " | ".join(c.label for c in columns) + " |"
+    lines = [header, "|" + "---|" * (len(columns) + 2)]
     for index, claim in enumerate(columns[0].claims):
         cells = " | ".join(_cell(column.claims[index]) for column in columns)
-        lines.append(f"| {claim.claim} | {BLOG_FOUND[index]} | {_cell(blog[index])} | {cells} |")
-    lines.append("")
-    for index, claim in enumerate(columns[0].claims):
-        held = [c.label for c in columns if c.claims[index].holds]
-        lines.append(f"- *{claim.claim}*: held in {'; '.join(held) if held else 'none of these runs'}.")
+        lines.append(f"| {claim.claim} | {_cell(blog[index])} | {cells} |")
     return "\n".join(lines)
 
 
@@ -380,26 +369,25 @@ def memory_what_to_see(results: Sequence, references: Sequence) -> str:
         return ", ".join(f"`{name}` ({added[name]:+.2f})" for name in groups[group])
 
     said = {
-        "none": "add nothing: their workers read pages the tree already counted",
-        "one": "add one array however many workers map it: PSS counts a shared page once",
-        "per worker": f"add one array per worker ({n_workers}): each worker, or each task, has a copy",
-        "per worker and one": "add one per worker and one more: the manager's server holds its own",
+        "none": "add nothing: workers read pages already counted",
+        "one": "add one array however many workers map it",
+        "per worker": f"add one array per worker ({n_workers}): each has a copy",
+        "per worker and one": "add one per worker and one more, the manager's own",
     }
     parts = [f"{names(group)} {text}" for group, text in said.items() if groups[group]]
-    text = "*What to see* (in arrays, this run): " + "; ".join(parts) + "."
+    text = "*What to see* (arrays added): " + "; ".join(parts) + "."
     if groups["more"] and array_bytes >= GLIBC_MMAP_THRESHOLD_MAX:
         text += f" {names('more')} added more than their copies; this run does not say why."
     elif groups["more"]:
         larger = [r for r in references if r.size_bytes >= GLIBC_MMAP_THRESHOLD_MAX]
-        text += (f" {names('more')} added more than their copies. The rest is pickled data already "
-                 "freed that the processes' allocator keeps: glibc's malloc keeps freed blocks under "
-                 f"{format_bytes(GLIBC_MMAP_THRESHOLD_MAX)} in its heap for reuse, and this array is "
-                 f"{format_bytes(array_bytes)}.")
+        text += (f" {names('more')} added more than their copies: freed buffers the allocator keeps "
+                 f"(glibc: blocks under {format_bytes(GLIBC_MMAP_THRESHOLD_MAX)}; this array: "
+                 f"{format_bytes(array_bytes)}).")
         if larger:
             at = "; ".join(f"{format_bytes(r.size_bytes)}: " + ", ".join(
                 f"`{name}` {r.pss_added[name]:+.2f}" for name in groups["more"]
                 if r.pss_added.get(name) is not None) for r in larger)
-            text += f" Above that size, in the reference results, the same ways added ({at})."
+            text += f" In the reference, above that size: {at}."
     return text
 
 
@@ -410,8 +398,7 @@ RESULT_PICKLED_BACK = ("pickle", "send_once", "manager", "fork_cow", "joblib")
 
 def _span(ratios: dict[str, float]) -> str:
     low, high = min(ratios, key=ratios.__getitem__), max(ratios, key=ratios.__getitem__)
-    return (f"{ratios[low]:.3g}× (`{low}`) to {ratios[high]:.3g}× (`{high}`), a spread of "
-            f"{ratios[high] / ratios[low]:.3g}×")
+    return f"{ratios[low]:.3g}× (`{low}`) to {ratios[high]:.3g}× (`{high}`)"
 
 
 def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
@@ -429,16 +416,15 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     fan_spread, trip_spread = max(fan.values()) / min(fan.values()), max(trip.values()) / min(trip.values())
     closer = "closer together than" if trip_spread < fan_spread else "further apart than"
     pickled = [name for name in slow_trips if name in RESULT_PICKLED_BACK]
-    text = ("*What to see* (this run, × floor (a)): the slowest fan-outs are "
+    text = ("*What to see* (× floor (a)): the slowest fan-outs are "
             + " and ".join(f"`{name}` ({fan[name]:.3g}×)" for name in slow_fans)
-            + f". Fan-outs run from {_span(fan)}; round trips from {_span(trip)}: the round trips are "
-            f"{closer} the fan-outs (orange against blue). A round trip brings a new array back, so "
-            "every way pays at least a copy or new pages for it; ")
+            + f". Fan-outs span {_span(fan)}, round trips {_span(trip)}: the round trips are "
+            f"{closer} the fan-outs. ")
     if pickled:
-        text += (f"of the {len(slow_trips)} slowest round trips, {len(pickled)} ("
+        text += (f"Of the {len(slow_trips)} slowest round trips, {len(pickled)} ("
                  + ", ".join(f"`{name}`" for name in pickled)
-                 + ") bring the result back pickled through a pipe, a copy more than the ways that "
-                 "write it into shared memory.")
+                 + ") bring the result back pickled through a pipe: a copy more than writing it into "
+                 "shared memory.")
     else:
-        text += "none of the slowest round trips pickles its result back here."
+        text += "None of the slowest round trips pickles its result back here."
     return text

@@ -296,16 +296,15 @@ def store_page_kind(store_directory: str) -> str:
 
 def growth_by_kind_markdown(growth: dict[str, float], store_kind: str, array_bytes: int,
                             receiver_raylet: float | None = None, sender_raylet: float | None = None) -> str:
-    """': X in its store's pages, the copy, and Y anonymous, Z of it in its raylet ...' (in arrays)
-    from a node's PSS growth by kind of page and the anonymous growth of the receiving and sending
-    raylets (bytes; None where unknown); empty where the kernel does not split PSS."""
+    """': X in its store's pages (the copy) and Y anonymous, Z of it heap its raylet kept ...' (in
+    arrays) from a node's PSS growth by kind of page and the anonymous growth of the receiving and
+    sending raylets (bytes; None where unknown); empty where the kernel does not split PSS."""
     if not growth:
         return ""
-    text = (f": {growth[store_kind] / array_bytes:.1f} in its store's pages, the copy, and "
+    text = (f": {growth[store_kind] / array_bytes:.1f} in its store's pages (the copy) and "
             f"{growth['anonymous'] / array_bytes:.1f} anonymous")
     if receiver_raylet is not None:
-        text += (f", {receiver_raylet / array_bytes:.1f} of it in its raylet, the process that received the "
-                 "object in chunks and wrote them into its store: memory it kept after the transfer")
+        text += f", {receiver_raylet / array_bytes:.1f} of it heap its raylet kept after the transfer"
         if sender_raylet is not None:
             text += f"; the sending raylet's grew by {sender_raylet / array_bytes:.1f}"
     return text

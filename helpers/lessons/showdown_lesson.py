@@ -53,19 +53,19 @@ EXERCISE = Exercise(
 
 
 def _arrays(added: dict[str, float], name: str) -> str:
-    return f"added {added[name]:.2f} arrays" if name in added else "was not measured here"
+    return f"{added[name]:+.2f} arrays" if name in added else "memory not measured"
 
 
 def _times(ratios: dict[str, float], name: str) -> str:
-    return f"{ratios[name]:.2g}× floor (a)" if name in ratios else "did not run here"
+    return f"{ratios[name]:.2g}×" if name in ratios else "did not run"
 
 
 def references_found(ratios: dict[str, float], added: dict[str, float], claims: list,
                      n_workers: int) -> list[str]:
     """What this run found about each source of the References, one line each: ``ratios`` are
-    fan-out medians over floor (a) by strategy, ``added`` arrays added to the tree's PSS by
-    strategy, ``claims`` the blog's claims checked on this run (``showdown.Claim``)."""
-    held = [c.claim for c in claims if c.holds]
+    fan-out medians over floor (a) by strategy (shown as "2.1×"), ``added`` arrays added to the
+    tree's PSS by strategy, ``claims`` the blog's claims checked on this run (``showdown.Claim``)."""
+    held = [c for c in claims if c.holds]
 
     def arrays(name: str) -> str:
         return _arrays(added, name)
@@ -74,13 +74,11 @@ def references_found(ratios: dict[str, float], added: dict[str, float], claims: 
         return _times(ratios, name)
 
     return [
-        f"Blog: of its {len(claims)} claims, {len(held)} held in this run"
-        + (f" ({'; '.join(held)})." if held else "."),
-        f"`SharedMemory`: with {n_workers} workers mapping one segment, the tree {arrays('shared_memory')}; "
+        f"Blog: {len(held)} of its {len(claims)} claims held in this run.",
+        f"`SharedMemory`: {arrays('shared_memory')} with {n_workers} workers; "
         f"fan-out {times('shared_memory')}.",
         f"`sharedctypes.RawArray`: {arrays('sharedctypes')}; fan-out {times('sharedctypes')}.",
-        f"`fork`: the workers {arrays('fork_cow')} (they read the parent's pages); fan-out "
-        f"{times('fork_cow')}.",
-        f"`numpy.memmap`: on disk {times('memmap_disk')}, on tmpfs {times('memmap_tmpfs')}.",
-        f"Ray: by value {times('ray_by_value')}, `ray.put` once {times('ray_object_store')}.",
+        f"`fork`: {arrays('fork_cow')}; fan-out {times('fork_cow')}.",
+        f"`numpy.memmap`: fan-out {times('memmap_disk')} on disk, {times('memmap_tmpfs')} on tmpfs.",
+        f"Ray: fan-out {times('ray_by_value')} by value, {times('ray_object_store')} with `ray.put` once.",
     ]

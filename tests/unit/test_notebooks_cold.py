@@ -13,6 +13,7 @@ import pytest
 
 from helpers.lessons import exercises
 from tools.execute_notebooks import WIDGET_VIEW, strip_volatile
+from tools.lesson_times import prose_words
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -94,6 +95,17 @@ def test_shows_no_object_repr_and_no_process_id(notebook):
                 for pattern in (REPR, PID):
                     found = pattern.search(text)
                     assert not found, f"{found.group(0)!r} shown under: {cell.source[:80]!r}"
+
+
+READING_BUDGET_WORDS = 2000  # a lesson longer than this is cut or split
+
+
+def test_every_lesson_reads_in_at_most_2000_words(notebook):
+    """What a learner reads (Markdown cells, <details> included, and the Markdown the stored run
+    renders: ``tools.lesson_times.prose_words``) stays within the reading budget."""
+    words = prose_words(notebook)
+    assert words <= READING_BUDGET_WORDS, (
+        f"{words:,} words read: cut it to {READING_BUDGET_WORDS:,} or split it")
 
 
 def test_every_exercise_asks_before_it_tells(notebook):

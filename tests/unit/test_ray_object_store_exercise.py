@@ -31,9 +31,9 @@ def test_a_nodes_growth_is_split_into_its_stores_pages_and_anonymous_memory():
     assert ray_object_store.store_page_kind("/dev/shm") == "shared memory"
     growth = {"anonymous": 150.0, "files (code, libraries)": 128.0, "shared memory": 0.0}
     text = ray_object_store.growth_by_kind_markdown(growth, "files (code, libraries)", 128)
-    assert text == ": 1.0 in its store's pages, the copy, and 1.2 anonymous"
+    assert text == ": 1.0 in its store's pages (the copy) and 1.2 anonymous"
     assert ray_object_store.growth_by_kind_markdown({}, "shared memory", 128) == ""
     with_raylets = ray_object_store.growth_by_kind_markdown(growth, "files (code, libraries)", 128,
                                                             receiver_raylet=115.2, sender_raylet=51.2)
-    assert with_raylets.startswith(text + ", 0.9 of it in its raylet, the process that received the object")
+    assert with_raylets.startswith(text + ", 0.9 of it heap its raylet kept after the transfer")
     assert with_raylets.endswith("after the transfer; the sending raylet's grew by 0.4")
