@@ -21,7 +21,7 @@ SHUT_DOWN_EARLIER = "shut down the kernels of the earlier lessons before you run
 HEAVY = {  # lesson stem -> what it keeps loaded
     "09_pickler_reductions_torch": "PyTorch",
     "10_ray_object_store": "Ray's and Dask's modules",
-    "11_showdown": "every mechanism's modules, PyTorch included",
+    "11_showdown": "most mechanisms' modules (PyTorch too, if the panel runs its reduction)",
 }
 
 
