@@ -97,11 +97,12 @@ def format_table(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     (a)), setup, and what the tree's PSS and /dev/shm added while every worker held the array
     (in arrays). The floors head the table."""
     warm, fresh = floors
-    header = (f"{'strategy':<44} {'fan-out':>9} {'×(a)':>8} {'round trip':>10} {'×(a)':>8} {'setup':>9} "
+    width = max([44, *(len(r.title) for r in ran(results).values())])  # every title whole
+    header = (f"{'strategy':<{width}} {'fan-out':>9} {'×(a)':>8} {'round trip':>10} {'×(a)':>8} {'setup':>9} "
               f"{'PSS +':>7} {'shm +':>7}")
     lines = [header, "-" * len(header),
-             f"{'floor (a): copy into warm memory':<44} {format_seconds(warm.median):>9} {'1×':>8}",
-             f"{'floor (b): copy into a new shm segment':<44} {format_seconds(fresh.median):>9} "
+             f"{'floor (a): copy into warm memory':<{width}} {format_seconds(warm.median):>9} {'1×':>8}",
+             f"{'floor (b): copy into a new shm segment':<{width}} {format_seconds(fresh.median):>9} "
              f"{_ratio(fresh.median, warm.median):>8}"]
     unmeasured = []  # footnotes: why a row's memory columns are empty
     for r in ran(results).values():
@@ -112,7 +113,7 @@ def format_table(results: Sequence, floors: tuple[Timing, Timing]) -> str:
             unmeasured.append(f"{'*' * (len(unmeasured) + 1)} {r.title}: {r.notes or 'memory not measured'}")
             pss = shm = "*" * len(unmeasured)
         lines.append(
-            f"{r.title[:44]:<44} {_time(r.fan_out):>9} {_ratio(r.fan_out.median, warm.median):>8} "
+            f"{r.title:<{width}} {_time(r.fan_out):>9} {_ratio(r.fan_out.median, warm.median):>8} "
             f"{_time(r.round_trip):>10} {_ratio(round_trip, warm.median):>8} {setup:>9} "
             f"{pss:>7} {shm:>7}")
     lines.append("(PSS + and shm +: added while every worker held the array, in arrays; "

@@ -12,6 +12,7 @@ import nbformat
 import pytest
 
 from helpers.lessons import exercises
+from tools.end_of_lesson_cell import HEAVY, SHUT_DOWN, SHUT_DOWN_EARLIER
 from tools.execute_notebooks import WIDGET_VIEW, strip_volatile
 from tools.lesson_times import prose_words
 
@@ -95,6 +96,16 @@ def test_shows_no_object_repr_and_no_process_id(notebook):
                 for pattern in (REPR, PID):
                     found = pattern.search(text)
                     assert not found, f"{found.group(0)!r} shown under: {cell.source[:80]!r}"
+
+
+def test_a_heavy_lesson_says_the_sentences_the_browser_run_obeys():
+    """A lesson that keeps torch, Ray or Dask loaded asks, in words the Binder-path browser run looks
+    for, to shut the earlier lessons' kernels down before it runs and its own kernel down after it:
+    reworded, the run would leave every kernel running and exceed Binder's memory."""
+    for path in NOTEBOOKS:
+        if path.stem in HEAVY:
+            text = path.read_text()
+            assert SHUT_DOWN_EARLIER in text and SHUT_DOWN in text, path.name
 
 
 READING_BUDGET_WORDS = 2000  # a lesson longer than this is cut or split
