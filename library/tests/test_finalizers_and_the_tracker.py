@@ -31,11 +31,33 @@ STDLIB_EXIT_RACE = re.compile(
     r"(?:  [^\n]*\n)*?[^\n]*_python_exit\n(?:  [^\n]*\n)*OSError: \[Errno 9\] Bad file descriptor\n")
 
 
+# The stdlib's own queue semaphores (multiprocessing.synchronize.SemLock: an executor's call and result
+# queues) unregister themselves from the tracker in a finalizer of the stdlib's. When the collection that
+# the program runs inside the tracker call frees them (the executor's manager thread let go of them
+# first: a race, seen once in a busy CI run on 3.13 with forkserver), the tracker warns about a semaphore.
+# That is no finalizer of ours and no segment: this file checks ours, so it sets these apart, and only
+# these (a shared_memory object named in any warning still fails).
+STDLIB_SEMAPHORE_FINALIZER = re.compile(
+    r"[^\n]*UserWarning: ResourceTracker called reentrantly for resource cleanup, which is unsupported\. "
+    r"The semaphore object '/mp-[^']+' might leak\.\n  warnings\.warn\(\n")
+
+
 def without_the_stdlib_exit_race(stderr: str) -> str:
-    """``stderr`` less CPython's known exit race (``STDLIB_EXIT_RACE``) on the Pythons that have it."""
+    """``stderr`` less CPython's known exit race (``STDLIB_EXIT_RACE``) on the Pythons that have it, and
+    less the warnings of the stdlib's own semaphore finalizers (``STDLIB_SEMAPHORE_FINALIZER``)."""
+    stderr = STDLIB_SEMAPHORE_FINALIZER.sub("", stderr)
     if sys.version_info >= (3, 13, 1) or (3, 12, 8) <= sys.version_info < (3, 13):
         return stderr
     return STDLIB_EXIT_RACE.sub("", stderr)
+
+
+def test_only_the_stdlibs_semaphore_warnings_are_set_apart():
+    semaphore = ("/x/resource_tracker.py:201: UserWarning: ResourceTracker called reentrantly for resource "
+                 "cleanup, which is unsupported. The semaphore object '/mp-wkxmhamp' might leak.\n"
+                 "  warnings.warn(\n")
+    segment = semaphore.replace("semaphore object '/mp-wkxmhamp'", "shared_memory object '/sal_1_ns1_ab'")
+    assert STDLIB_SEMAPHORE_FINALIZER.sub("", semaphore) == ""
+    assert STDLIB_SEMAPHORE_FINALIZER.sub("", segment) == segment
 
 
 COMMON = """
