@@ -49,6 +49,15 @@ NO_NODE = "no: one machine"
 PY_DOCS = "Python docs"
 RAY_DOCS = "Ray docs"
 DASK_DOCS = "Dask docs"
+# What both of Ray's ways share: every column but "writable"
+RAY_CELLS = {
+    "start_methods": _c("Ray's own worker processes", "10", short="Ray's own"),
+    "os": _c("Linux (tested); macOS, Windows (beta) per the Ray docs", "10", short="any, Windows beta†"),
+    "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "10",
+                        short="freed with owner"),
+    "multi_node": _c("yes: objects move between nodes", "10", short="yes"),
+    "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS, short="pickled"),
+}
 
 GUIDE: dict[str, dict[str, Cell]] = {
     "threads": {
@@ -171,21 +180,11 @@ GUIDE: dict[str, dict[str, Cell]] = {
     },
     "ray_by_value": {
         "writable": _c("no: workers get read-only views", "10", short="read-only"),
-        "start_methods": _c("Ray's own worker processes", "10", short="Ray's own"),
-        "os": _c("Linux (tested); macOS, Windows (beta) per the Ray docs", "10", short="any, Windows beta†"),
-        "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "10",
-                            short="freed with owner"),
-        "multi_node": _c("yes: objects move between nodes", "10", short="yes"),
-        "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS, short="pickled"),
+        **RAY_CELLS,
     },
     "ray_object_store": {
         "writable": _c("no: ray.get gives read-only views", "10", short="read-only"),
-        "start_methods": _c("Ray's own worker processes", "10", short="Ray's own"),
-        "os": _c("Linux (tested); macOS, Windows (beta) per the Ray docs", "10", short="any, Windows beta†"),
-        "crash_cleanup": _c("objects freed with their owner; ray.shutdown() ends all", "10",
-                            short="freed with owner"),
-        "multi_node": _c("yes: objects move between nodes", "10", short="yes"),
-        "object_dtype": _c("yes, pickled (copied, not zero-copy)", source=RAY_DOCS, short="pickled"),
+        **RAY_CELLS,
     },
     "dask_by_value": {
         "writable": _c("private copy per task: writes are lost", "10", short="private copy"),
