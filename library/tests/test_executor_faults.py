@@ -63,7 +63,9 @@ PROGRAM = """
         hold = 60.0 if fault in WAITS_FOR_A_SIGNAL + ("worker SIGKILL",) else 2.0
         futures = [executor.submit(announce_then_hold, np.full(N_ITEMS, float(n)), hold if n < 2 else 0.0,
                                    fault == "exception") for n in range(8)]
-        print("ready", flush=True)
+        # One os.write: where PYTHONUNBUFFERED is set (this machine sets it), print() writes "ready"
+        # and its newline apart, and a worker's "running <pid>" line can land between the two.
+        os.write(1, b"ready\\n")
         if fault in WAITS_FOR_A_SIGNAL:
             futures[0].result()
             sys.exit("the signal never came")
