@@ -117,7 +117,7 @@ def format_measure_table(columns: dict[str, dict[str, float | None]], unit_bytes
     def cell(value: float | None) -> str:
         if value is None:
             return "n/a"
-        return f"{format_bytes(value)} ({value / unit_bytes:.2f} arrays)"
+        return f"{format_bytes(value)} ({value / unit_bytes:z.2f} arrays)"
 
     rows = [["measure", *names]]
     rows += [[m, *(cell(columns[n].get(m)) for n in names)] for m in measures]

@@ -81,7 +81,8 @@ def grade(exercise: Exercise, answer: Any, **measured: Any) -> bool:
     if answer is None:
         if not solving():
             print(f"Your turn ({exercise.name}): {exercise.question}\n"
-                  "Replace None in the cell above with your answer and run both cells again.\n"
+                  "Replace None in `answer = None`, the cell under 'Your turn', with your answer, "
+                  "then run the cells from there down to this one again.\n"
                   + worked_solution_verdict(exercise, **measured))
             return False
         answer = exercise.solution(**measured)

@@ -104,8 +104,8 @@ def sum_received_array(connection) -> float:
 def iterate_inherited_rows(_connection) -> float:
     """Task: sum every number of the inherited ``ROWS``, only reading them."""
     total = 0.0
-    for row in inherited("ROWS"):  # naming a row adds 1 to its reference count: a write
-        for number in row:  # and to each float's
+    for row in inherited("ROWS"):
+        for number in row:
             total += number
     return total
 

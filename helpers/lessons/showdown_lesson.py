@@ -53,7 +53,7 @@ EXERCISE = Exercise(
 
 
 def _arrays(added: dict[str, float], name: str) -> str:
-    return f"{added[name]:+.2f} arrays" if name in added else "memory not measured"
+    return f"{added[name]:+z.2f} arrays" if name in added else "memory not measured"
 
 
 def _times(ratios: dict[str, float], name: str) -> str:

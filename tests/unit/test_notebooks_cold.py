@@ -121,7 +121,9 @@ def test_every_lesson_reads_in_at_most_2000_words(notebook):
 
 def test_every_exercise_asks_before_it_tells(notebook):
     """The learner's answer cell (``answer = ...``) comes right after the Markdown that asks the
-    question, with no output between them, and before the check cell that measures and grades it."""
+    question, with no output between them, and before the check cell that measures and grades it;
+    no cell between the answer and its check shows a stored output (a reader scrolling the stored
+    lesson would see the measurement before grading: it runs in the check cell, or after it)."""
     cells = notebook.cells
     answers = [index for index, cell in enumerate(cells)
                if cell.cell_type == "code" and re.match(r"answer\s*=", cell.source)]
@@ -133,6 +135,9 @@ def test_every_exercise_asks_before_it_tells(notebook):
             f"the cell before {cells[answer].source[:60]!r} is code: ask, then let the learner answer")
         assert "Your turn" in cells[answer - 1].source, cells[answer - 1].source[:80]
         assert answer < check
+        shown = [index for index in range(answer + 1, check)
+                 if cells[index].cell_type == "code" and cells[index].get("outputs")]
+        assert not shown, f"cells {shown}, between the answer and its check, show outputs: move them after it"
 
 
 def test_the_worked_solution_holds_on_the_stored_run(notebook):
