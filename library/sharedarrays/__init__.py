@@ -33,7 +33,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Each public name and the module that defines it, imported at first use (PEP 562).
 _WHERE = {
