@@ -394,6 +394,10 @@ EXERCISE = Exercise(
     solution=lambda store_copies, n_workers: store_copies,
     explanation="broadcast=True sends the array to one worker, and the others fetch it from there: "
                 "one copy in each worker process, where Ray's object store keeps one per node.",
+    misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
+        (1, "Dask keeps one copy per machine for its workers to share, as Ray's object store does"),
+        (0, "scatter leaves the array with the client or the scheduler until a task asks for it"),
+    ),
 )
 
 

@@ -17,6 +17,13 @@ giving it away, so a stored lesson cannot ship a solution its own run contradict
 ``LAB_SOLVE_EXERCISES=1`` (``make test`` sets it) the worked solution is checked in its place,
 which proves that every exercise can be solved on the machine that runs it. The unit tests feed
 each exercise a wrong answer, which proves that its check can fail.
+
+Each exercise also names the misconceptions it exists to catch: ``misconceptions``, a tuple of
+``(answer, description)`` pairs, where ``answer`` is what a learner holding that misconception would
+answer, in the exercise's own answer format, and ``description`` one line naming the misconception,
+e.g. ``("300", "the post's figure, measured on another machine and setting")``. Each lesson's unit
+test feeds every one of them to the check with that test's typical measurements and expects a
+``WrongAnswer``: a check that accepts a named misconception is too loose.
 """
 
 from __future__ import annotations
@@ -40,13 +47,18 @@ class WrongAnswer(AssertionError):
 @dataclass(frozen=True)
 class Exercise:
     """One exercise: ``check`` returns None when ``answer`` is right, else a one-sentence hint;
-    ``solution`` computes the worked answer from the same keyword measurements."""
+    ``solution`` computes the worked answer from the same keyword measurements.
+
+    ``misconceptions``: the misconceptions the exercise exists to catch, each a pair (the answer a
+    learner holding it would give, in the exercise's answer format; one line naming it). The check
+    must reject every one of them on typical measurements (each lesson's unit test feeds them)."""
 
     name: str
     question: str
     check: Callable[..., str | None]
     solution: Callable[..., Any]
     explanation: str = ""
+    misconceptions: tuple[tuple[object, str], ...] = ()
 
 
 def solving() -> bool:

@@ -359,4 +359,10 @@ EXERCISE = Exercise(
     solution=lambda plain, frozen: {"plain": 1.0, "frozen": 1.0},
     explanation=("Reading a Python object writes its reference count, so each worker copies nearly every "
                  "page of the rows it touches; gc.freeze() does not stop that."),
+    misconceptions=(
+        ({"plain": 0.0, "frozen": 0.0},
+         "reading inherited objects copies nothing, as reading the inherited array does"),
+        ({"plain": 1.0, "frozen": 0.0},
+         "gc.freeze() in the parent keeps the rows' pages shared"),
+    ),
 )

@@ -193,4 +193,12 @@ EXERCISE = Exercise(
     check=_check_predictions,
     solution=measured_releases,
     explanation="C code working on raw memory can release the GIL; code that touches Python objects cannot.",
+    misconceptions=(
+        ({**DOCUMENTED, "np.sum(objects)": True},
+         "every NumPy call releases the GIL, whatever the array holds"),
+        ({**DOCUMENTED, "sorted(numbers)": True},
+         "a builtin written in C, like sorted, releases the GIL"),
+        ({name: False for name in DOCUMENTED},
+         "no call lets another thread run: the GIL serialises all of Python's threads"),
+    ),
 )

@@ -258,6 +258,11 @@ def hold_argument(array: np.ndarray | None, folder: str) -> int:
 # --- The exercise: which arrays does joblib memory-map? ---
 
 
+# The right answer for the lesson's four arrays, by the names its ``candidates`` give them.
+LESSON_ANSWER = {"joblib_array": WHERE[1], "source[:100]": WHERE[0], "objects": WHERE[0],
+                 "own_file": WHERE[2]}
+
+
 def _check_where(answer, views: dict[str, ArgumentView]) -> str | None:
     if not isinstance(answer, dict) or set(answer) != set(views):
         return f"answer with a dict of the {len(views)} names, each one of {WHERE}"
@@ -274,5 +279,13 @@ EXERCISE = Exercise(
     solution=lambda views: {name: view.where for name, view in views.items()},
     explanation="joblib dumps an array only when it is over max_nbytes AND holds no Python objects; "
                 "an array already backed by a file crosses as that file's name.",
+    misconceptions=(  # keyed by the lesson's names for its four arrays (``candidates``)
+        ({**LESSON_ANSWER, "objects": WHERE[1]},
+         "joblib dumps every argument over max_nbytes, an array of Python objects too"),
+        ({**LESSON_ANSWER, "source[:100]": WHERE[1]},
+         "a view of a big array is mapped from joblib's file like the array it views"),
+        ({**LESSON_ANSWER, "own_file": WHERE[1]},
+         "an np.memmap is dumped again into joblib's folder, like any big array"),
+    ),
 )
 

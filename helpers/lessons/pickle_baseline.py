@@ -403,6 +403,17 @@ EXERCISE = Exercise(
     explanation=("A view, strided or not, pickles a copy of just the elements it shows, and every task "
                  "pickles its own argument: the strided views add up to one array, the same half sent "
                  "to each worker costs half an array per worker."),
+    # "Every split sends one array in all" ({"strided": 1.0, "first half": 1.0}) is not named here:
+    # with 2 workers it is the right answer too (N_WORKERS / 2 = 1.0), so no check of these numbers
+    # can reject it there; only a question at another count of workers or another share could.
+    misconceptions=(  # with 2 workers, as the lesson's unit test measures (and 3)
+        ({"strided": 2.0, "first half": 1.0},
+         "a strided view pickles the whole buffer it spans: N_WORKERS arrays in all"),
+        ({"strided": 1.0, "first half": 0.5},
+         "the pool pickles an argument that every task shares only once"),
+        ({"strided": 0.5, "first half": 0.5},
+         "what one task pickles (here half an array) is what the whole fan-out pickles"),
+    ),
 )
 
 

@@ -414,6 +414,11 @@ WHY = {
 }
 
 
+# The right answer, what ``WHY`` explains: views cross as descriptions, new arrays are copied.
+RESEND_ANSWER = {"received[10::3]": "shared", "received.view(np.uint8)": "shared",
+                 "np.ascontiguousarray(received[10::3])": "copied", "received * 1.0": "copied"}
+
+
 def copied_on_resend(array: np.ndarray, ways: Iterable[str] = reducers.WAYS) -> dict[str, dict[str, bool]]:
     """For each way, send ``array`` once in this process (``ForkingPickler`` dumps then loads), then
     send on each of ``RESENDS`` made from what was received: True where the resent array was copied
@@ -460,4 +465,12 @@ EXERCISE = Exercise(
     solution=_resend_solution,
     explanation=("Both reductions follow .base to the memory an array views: a view of shared memory "
                  "crosses as a description, a new array (a copy, a result) is private and is copied once."),
+    misconceptions=(
+        ({**RESEND_ANSWER, "received[10::3]": "copied"},
+         "a strided slice is not contiguous, so it cannot be described and must be copied"),
+        ({**RESEND_ANSWER, "received.view(np.uint8)": "copied"},
+         "a view with another dtype is a new array"),
+        ({expression: "shared" for expression in RESENDS},
+         "whatever is made from a received shared array stays in its shared memory"),
+    ),
 )

@@ -292,16 +292,21 @@ def linear_cost(reads: Sequence[int], seconds: Sequence[float]) -> tuple[float, 
     return float(seconds[low] - per_read * reads[low]), float(per_read)
 
 
+TIE = 1.25  # a fitted fixed cost within this factor of the other way's time: the same, within noise
+
+
 def break_even_reads(other_seconds: float, fixed: float, per_read: float) -> float | None:
     """Reads per task beyond which ``fixed + per_read * k`` costs more than ``other_seconds``.
 
-    None when the proxy costs more even with no read at all (``fixed >= other_seconds``).
+    0 when, with no read, the two cost the same within noise (``fixed`` up to ``TIE`` times
+    ``other_seconds``): every read then makes the proxy dearer. None when the proxy costs clearly
+    more even with no read at all.
     """
     if per_read <= 0:
         raise ValueError(f"per_read must be positive, got {per_read}")
-    if fixed >= other_seconds:
+    if fixed > TIE * other_seconds:
         return None
-    return (other_seconds - fixed) / per_read
+    return max(0.0, (other_seconds - fixed) / per_read)
 
 
 def descendants_pss(samples) -> float:
@@ -414,6 +419,11 @@ def proxy_task_costs(context, n_workers: int, proxies: Sequence, reads_per_task:
 
 POST_ITEMS = 100_000  # the post's list: 100,000 items, each read by one task
 WAYS = ("every task", "proxy", "installed")  # the list sent with every task, a Manager proxy, installed once
+POST_SPEEDUP = 300  # the post's figure: its proxy about 300× faster than sending the list
+# How far a predicted proxy_speedup may be from this run's, either way: 2, so that the post's 300×
+# fails where this machine measures ~110× (a factor of 3 let it pass), and a prediction read off
+# sections 1 and 3 passes.
+PROXY_SPEEDUP_FACTOR = 2
 
 
 def post_items(n_items: int = POST_ITEMS) -> list[tuple[str, list[int]]]:
@@ -434,10 +444,13 @@ def _check_post_race(answer, every_task: float, proxy: float, installed: float) 
     guess, speedup = answer["proxy_speedup"], every_task / proxy
     if not isinstance(guess, int | float) or guess <= 0:
         return "proxy_speedup is how many times faster the proxy was than sending the list: a positive number"
-    if not speedup / 3 <= guess <= 3 * speedup:
+    if not speedup / PROXY_SPEEDUP_FACTOR <= guess <= PROXY_SPEEDUP_FACTOR * speedup:
         side = "more" if guess < speedup else "less"
-        return (f"the proxy gained {side} than that: the list is re-pickled item by item with every task, "
-                "the proxy pays one connection and one round trip; compare the two per-task times above")
+        return (f"the proxy gained {side} than that here, by over a factor of {PROXY_SPEEDUP_FACTOR}: the "
+                "list is re-pickled item by item with every task, the proxy pays one connection and one "
+                "round trip; predict from the per-task costs of sections 1 and 3 on this machine, not "
+                f"from the post's {POST_SPEEDUP}×, measured on another machine with 5 workers pipelining "
+                "100 tasks")
     return None
 
 
@@ -450,12 +463,20 @@ EXERCISE = Exercise(
     name="the Keras post's race",
     question=(f"with the post's list of {POST_ITEMS:,} small tuples and one item read per task, which way "
               f"is fastest per task, one of {WAYS}, and how many times faster is the proxy than sending "
-              'the list with every task (within a factor of 3)? '
+              f'the list with every task (within a factor of {PROXY_SPEEDUP_FACTOR})? '
               'answer = {"fastest": ..., "proxy_speedup": ...}'),
     check=_check_post_race,
     solution=_solve_post_race,
     explanation=("Sending the list re-pickles 100,000 objects per task; the proxy sends a token, connects "
                  "and makes one round trip; the installed list sends only the index."),
+    misconceptions=(
+        ({"fastest": "installed", "proxy_speedup": POST_SPEEDUP},
+         "the post's 300×, measured on another machine and setting, is this run's figure"),
+        ({"fastest": "proxy", "proxy_speedup": POST_SPEEDUP},
+         "the post's fix, the Manager proxy, is the fastest way to read the list"),
+        ({"fastest": "installed", "proxy_speedup": 1},
+         "the list costs what its 1.4 MB of pickle cost to copy, so the proxy's round trip gains nothing"),
+    ),
 )
 
 
@@ -471,6 +492,8 @@ def break_even_verdict(reads: float | None) -> str:
     """Say what ``break_even_reads`` returned: cheaper below how many reads per task, or never."""
     if reads is None:
         return "dearer even with no read at all"
+    if reads == 0:
+        return "as dear with no read (the same within noise), and dearer with every read"
     return f"cheaper below {reads:,.0f} reads per task" if reads >= 1 else "dearer from the first read on"
 
 

@@ -283,6 +283,11 @@ EXERCISE = Exercise(
     explanation=("Each worker's RSS counts the whole segment, so the RSS sum grows by one array per "
                  "worker; the pages were already resident and counted in this kernel's PSS, and PSS "
                  "only divides them among more processes: the tree's sum hardly moves."),
+    misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
+        ({"rss": 1.0, "pss": 1.0}, "one shared array is counted once, by RSS as by PSS"),
+        ({"rss": 2.0, "pss": 2.0}, "PSS, like RSS, counts the whole segment in every worker that maps it"),
+        ({"rss": 2.0, "pss": 1.0}, "attaching the segment adds one more copy of the array to the tree"),
+    ),
 )
 
 

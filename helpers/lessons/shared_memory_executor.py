@@ -409,6 +409,14 @@ EXERCISE = Exercise(
                  "the last task's pickled bytes until it sends another) or into one segment per "
                  "task (ours: it cannot know you will not change the array between two submits); an array "
                  "already shared crosses as a handle, and the workers only map its pages."),
+    misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
+        ({"stdlib": 2, "private": 0, "shared": 0},
+         "our executor never copies: it shares every array it is given"),
+        ({"stdlib": 1, "private": 1, "shared": 0},
+         "one copy serves all the workers, whichever way the array travels"),
+        ({"stdlib": 2, "private": 2, "shared": 2},
+         "each worker that maps the shared array holds a copy of it (RSS thinking)"),
+    ),
 )
 
 

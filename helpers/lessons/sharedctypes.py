@@ -425,7 +425,19 @@ def _check_line(answer, context, n_workers: int, iterations: int) -> str | None:
                 "your read and your write; hold the lock around the whole read-add-write")
     if any(run.lost < 0 for run in runs):
         return "the counter went past the expected total: each pass of the loop must add exactly 1"
+    if not names_the_lock(answer):
+        return ("no update was lost in these runs, by luck: your line never takes the lock, so nothing stops "
+                "another worker writing between its read and its write (counter[0] += 1 takes the Array's "
+                "lock for the read and again for the write, not across both); hold the lock around the "
+                "whole read-add-write")
     return None
+
+
+def names_the_lock(line: str) -> bool:
+    """Whether the loop body ``line`` names the counter's lock (``lock``, or ``get_lock`` as in
+    ``counter.get_lock()``): a line that does not cannot hold it, and loses updates whenever the
+    workers' loops overlap, however often a short run happens to lose none."""
+    return bool({"lock", "get_lock"} & set(compile_line(line).co_names))
 
 
 EXERCISE = Exercise(
@@ -436,4 +448,8 @@ EXERCISE = Exercise(
     check=_check_line,
     solution=lambda **measured: "with lock: view[0] += 1",
     explanation="The lock is held from the read to the write, so no other worker writes in between.",
+    misconceptions=(
+        ("view[0] += 1", "one NumPy statement is atomic, so += on a shared element loses no update"),
+        ("counter[0] += 1", "Array(lock=True) makes counter[0] += 1 safe: the Array's own lock covers it"),
+    ),
 )

@@ -49,6 +49,14 @@ EXERCISE = Exercise(
                  "one array however many workers read it, and fork adds none: the workers read the "
                  "parent's own pages. Pickling, sending once and the executor give each worker (or "
                  "task) its own copy."),
+    misconceptions=(
+        ({"send_once", "fork_cow", "sharedctypes", "memmap_tmpfs", "shared_memory"},
+         "sending the array once per worker (an initializer) is sharing it: one array in all"),
+        ({"sharedctypes", "memmap_tmpfs", "shared_memory"},
+         "fork copies the parent's memory into every worker, so fork_cow adds a copy per worker"),
+        (set(CHOICES),
+         "PSS divides every page among the workers, private copies too, so no way adds more than one array"),
+    ),
 )
 
 

@@ -1,8 +1,14 @@
 """helpers.lessons.exercises: an unanswered exercise fails nothing, a wrong answer fails its check
-cell with the hint, a right one passes, and LAB_SOLVE_EXERCISES checks the worked solution."""
+cell with the hint, a right one passes, and LAB_SOLVE_EXERCISES checks the worked solution; every
+lesson's exercise names the misconceptions it exists to catch."""
+
+import importlib
+import pkgutil
+from pathlib import Path
 
 import pytest
 
+import helpers.lessons
 from helpers.lessons import exercises
 
 FASTER = exercises.Exercise(
@@ -67,3 +73,25 @@ def test_the_check_cell_shows_only_the_printed_verdict(monkeypatch, capsys):
     assert exercises.check(FASTER, None, a=1.0, b=2.0) is None
     assert exercises.check(FASTER, "a", a=1.0, b=2.0) is None
     assert "Your turn" in capsys.readouterr().out
+
+
+def lesson_exercises() -> dict[str, exercises.Exercise]:
+    """Every lesson module's EXERCISE, by module name: the modules of helpers.lessons whose source
+    defines one (only those are imported)."""
+    found = {}
+    for module in pkgutil.iter_modules(helpers.lessons.__path__):
+        source = Path(helpers.lessons.__path__[0], f"{module.name}.py")
+        if source.is_file() and "EXERCISE = Exercise(" in source.read_text():
+            found[module.name] = importlib.import_module(f"helpers.lessons.{module.name}").EXERCISE
+    return found
+
+
+def test_every_lesson_exercise_names_its_misconceptions():
+    found = lesson_exercises()
+    assert len(found) == 12, sorted(found)  # one "Your turn" per lesson
+    for name, exercise in found.items():
+        assert isinstance(exercise, exercises.Exercise), name
+        assert exercise.misconceptions, f"{name}'s exercise names no misconception"
+        for answer, misconception in exercise.misconceptions:
+            assert answer is not None, name  # None is the unanswered exercise, not a wrong answer
+            assert isinstance(misconception, str) and misconception.strip(), (name, answer)

@@ -4,7 +4,11 @@ hint, the worked solution passes."""
 
 import numpy as np
 import pytest
-from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+from exercise_asserts import (
+    assert_misconception_rejected,
+    assert_worked_solution_passes,
+    assert_wrong_answer_fails,
+)
 
 from helpers.lessons import fork_copy_on_write
 from helpers.measure.units import MiB
@@ -37,6 +41,11 @@ def measured():
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(fork_copy_on_write.EXERCISE, wrong, hint, monkeypatch, **measured)
+
+
+@pytest.mark.parametrize("answer, misconception", fork_copy_on_write.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(measured, answer, misconception, monkeypatch):
+    assert_misconception_rejected(fork_copy_on_write.EXERCISE, answer, misconception, monkeypatch, **measured)
 
 
 def test_the_worked_solution_passes(measured, monkeypatch, capsys):

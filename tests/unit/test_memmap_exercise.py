@@ -2,12 +2,18 @@
 for four arrays, as the lesson makes it): a wrong prediction fails the check cell with a hint naming
 the array to look at again, the worked solution passes."""
 
+import json
+import re
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+from exercise_asserts import (
+    assert_misconception_rejected,
+    assert_worked_solution_passes,
+    assert_wrong_answer_fails,
+)
 from joblib import Parallel, delayed
 
 from helpers.lessons import joblib_memmap, memmap
@@ -55,3 +61,21 @@ def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hi
 
 def test_the_worked_solution_passes(measured, monkeypatch, capsys):
     assert_worked_solution_passes(joblib_memmap.EXERCISE, monkeypatch, capsys, **measured)
+
+
+@pytest.mark.parametrize("answer, misconception", joblib_memmap.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(measured, answer, misconception, monkeypatch):
+    """The misconceptions answer for the lesson's names of the four arrays: the same measurement, under
+    those names."""
+    assert list(joblib_memmap.LESSON_ANSWER.values()) == list(RIGHT.values())
+    views = dict(zip(joblib_memmap.LESSON_ANSWER, measured["views"].values(), strict=True))
+    assert_misconception_rejected(joblib_memmap.EXERCISE, answer, misconception, monkeypatch, views=views)
+    assert_wrong_answer_fails(joblib_memmap.EXERCISE, answer, "look again at", monkeypatch, views=views)
+
+
+def test_the_misconceptions_use_the_lessons_names_for_its_arrays():
+    """LESSON_ANSWER's keys are the names lesson 06's ``candidates`` gives its four arrays."""
+    notebook = json.loads(Path(__file__).parents[2].joinpath("notebooks", "06_memmap.ipynb").read_text())
+    (cell,) = ["".join(c["source"]) for c in notebook["cells"] if "candidates = {" in "".join(c["source"])]
+    names = re.findall(r'^\s+"([^"]+)":', cell.split("candidates = {", 1)[1], flags=re.MULTILINE)
+    assert names == list(joblib_memmap.LESSON_ANSWER), names

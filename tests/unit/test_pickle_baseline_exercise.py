@@ -3,7 +3,11 @@ malformed prediction fails the check cell with a hint, the worked solution passe
 
 import numpy as np
 import pytest
-from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+from exercise_asserts import (
+    assert_misconception_rejected,
+    assert_worked_solution_passes,
+    assert_wrong_answer_fails,
+)
 
 from helpers.lessons import pickle_baseline
 from helpers.measure.units import MiB
@@ -39,6 +43,19 @@ def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hi
 
 def test_the_worked_solution_passes(measured, monkeypatch, capsys):
     assert_worked_solution_passes(pickle_baseline.EXERCISE, monkeypatch, capsys, **measured)
+
+
+@pytest.mark.parametrize("answer, misconception", pickle_baseline.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(measured, answer, misconception, monkeypatch):
+    assert_misconception_rejected(pickle_baseline.EXERCISE, answer, misconception, monkeypatch, **measured)
+
+
+def test_every_split_sending_one_array_in_all_is_the_right_answer_only_with_two_workers(measured):
+    """Why the exercise cannot name that misconception: with 2 workers its answer is the worked
+    solution (the first half, sent to both, is one array); with 3 it is rejected."""
+    one_in_all = {"strided": 1.0, "first half": 1.0}
+    verdict = pickle_baseline.EXERCISE.check(one_in_all, **measured)
+    assert (verdict is None) is (measured["n_workers"] == 2), verdict
 
 
 @pytest.mark.parametrize("n_workers", [0, -1, 2.5])

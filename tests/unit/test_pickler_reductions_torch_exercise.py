@@ -4,7 +4,11 @@ prediction fails the check cell with a hint, the worked solution passes."""
 
 import numpy as np
 import pytest
-from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+from exercise_asserts import (
+    assert_misconception_rejected,
+    assert_worked_solution_passes,
+    assert_wrong_answer_fails,
+)
 
 from helpers.lessons import exercises, pickler_reductions_torch
 from helpers.measure.units import MiB
@@ -27,6 +31,7 @@ def test_views_cross_again_as_descriptions_and_new_arrays_are_copied_both_ways(m
     for way in reducers.WAYS:
         assert {expression: "copied" if was_copied else "shared"
                 for expression, was_copied in measured["copied"][way].items()} == RIGHT, way
+    assert pickler_reductions_torch.RESEND_ANSWER == RIGHT  # the answer its misconceptions vary
 
 
 @pytest.mark.parametrize("wrong, hint", [
@@ -39,6 +44,12 @@ def test_views_cross_again_as_descriptions_and_new_arrays_are_copied_both_ways(m
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(pickler_reductions_torch.EXERCISE, wrong, hint, monkeypatch, **measured)
+
+
+@pytest.mark.parametrize("answer, misconception", pickler_reductions_torch.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(measured, answer, misconception, monkeypatch):
+    assert_misconception_rejected(pickler_reductions_torch.EXERCISE, answer, misconception, monkeypatch,
+                                  **measured)
 
 
 def test_the_right_prediction_and_the_worked_solution_pass(measured, monkeypatch, capsys):

@@ -3,7 +3,11 @@ broadcast=True)`` leaves in the workers' data stores): a wrong count fails the c
 the worked solution passes on the same measurements (as the lesson's check cell is called)."""
 
 import pytest
-from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+from exercise_asserts import (
+    assert_misconception_rejected,
+    assert_worked_solution_passes,
+    assert_wrong_answer_fails,
+)
 
 from helpers.lessons import dask_cluster
 
@@ -19,6 +23,11 @@ MEASURED = {"store_copies": N_WORKERS, "n_workers": N_WORKERS}  # one copy per w
 ])
 def test_a_wrong_answer_fails_the_exercise(wrong, hint, monkeypatch):
     assert_wrong_answer_fails(dask_cluster.EXERCISE, wrong, hint, monkeypatch, **MEASURED)
+
+
+@pytest.mark.parametrize("answer, misconception", dask_cluster.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(answer, misconception, monkeypatch):
+    assert_misconception_rejected(dask_cluster.EXERCISE, answer, misconception, monkeypatch, **MEASURED)
 
 
 def test_the_worked_solution_passes(monkeypatch, capsys):

@@ -4,6 +4,7 @@ solution passes, and the race's three ways run in real spawned pools with a real
 import multiprocessing as mp
 
 import pytest
+from exercise_asserts import assert_misconception_rejected
 
 from helpers.lessons import exercises, send_once_and_managers
 from helpers.lessons.send_once_and_managers import EXERCISE
@@ -23,6 +24,7 @@ def no_child_outlives_the_test(monkeypatch):
     ({"fastest": "proxy", "proxy_speedup": 100}, "not the fastest"),
     ({"fastest": "installed", "proxy_speedup": 10}, "gained more than that"),
     ({"fastest": "installed", "proxy_speedup": 1000}, "gained less than that"),
+    ({"fastest": "installed", "proxy_speedup": 300}, "not from the post's 300×"),  # within 3×, not 2×
     ({"fastest": "installed", "proxy_speedup": "a lot"}, "positive number"),
     ("installed", "answer with a dict"),
 ])
@@ -31,8 +33,14 @@ def test_a_wrong_prediction_fails_with_a_hint(answer, hint):
         exercises.check(EXERCISE, answer, **RACE)
 
 
-def test_a_prediction_within_a_factor_of_three_and_the_worked_solution_pass(monkeypatch, capsys):
-    assert exercises.grade(EXERCISE, {"fastest": "installed", "proxy_speedup": 40}, **RACE) is True
+@pytest.mark.parametrize("answer, misconception", EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(answer, misconception, monkeypatch):
+    assert_misconception_rejected(EXERCISE, answer, misconception, monkeypatch, **RACE)
+
+
+@pytest.mark.parametrize("speedup", [55, 100, 190])
+def test_a_prediction_within_a_factor_of_two_and_the_worked_solution_pass(speedup, monkeypatch, capsys):
+    assert exercises.grade(EXERCISE, {"fastest": "installed", "proxy_speedup": speedup}, **RACE) is True
     assert EXERCISE.solution(**RACE) == {"fastest": "installed", "proxy_speedup": pytest.approx(100)}
     assert exercises.grade(EXERCISE, None, **RACE) is False  # unanswered: the question, no failure
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")

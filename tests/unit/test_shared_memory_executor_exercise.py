@@ -7,7 +7,11 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
-from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+from exercise_asserts import (
+    assert_misconception_rejected,
+    assert_worked_solution_passes,
+    assert_wrong_answer_fails,
+)
 
 from helpers.lessons import exercises, shared_memory_executor, shared_memory_executor_tour
 from helpers.measure.units import MiB
@@ -43,6 +47,12 @@ def measured():
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(shared_memory_executor.EXERCISE, wrong, hint, monkeypatch, **measured)
+
+
+@pytest.mark.parametrize("answer, misconception", shared_memory_executor.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(measured, answer, misconception, monkeypatch):
+    assert_misconception_rejected(shared_memory_executor.EXERCISE, answer, misconception, monkeypatch,
+                                  **measured)
 
 
 def test_the_worked_solution_passes(measured, monkeypatch, capsys):

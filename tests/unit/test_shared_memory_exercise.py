@@ -7,7 +7,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+from exercise_asserts import (
+    assert_misconception_rejected,
+    assert_worked_solution_passes,
+    assert_wrong_answer_fails,
+)
 
 from helpers.lessons import shared_memory, shared_memory_tables
 from helpers.lessons.demos import increase
@@ -41,6 +45,11 @@ def measured():
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(shared_memory.EXERCISE, wrong, hint, monkeypatch, **measured)
+
+
+@pytest.mark.parametrize("answer, misconception", shared_memory.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(measured, answer, misconception, monkeypatch):
+    assert_misconception_rejected(shared_memory.EXERCISE, answer, misconception, monkeypatch, **measured)
 
 
 def test_the_worked_solution_passes(measured, monkeypatch, capsys):

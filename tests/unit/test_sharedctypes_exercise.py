@@ -5,7 +5,7 @@ check cell with a hint, the worked solution passes."""
 import multiprocessing as mp
 
 import pytest
-from exercise_asserts import assert_worked_solution_passes
+from exercise_asserts import assert_misconception_rejected, assert_worked_solution_passes
 
 from helpers.lessons import exercises, sharedctypes
 
@@ -43,6 +43,18 @@ def test_the_unlocked_line_loses_updates_and_fails_the_check():
 def test_a_line_that_holds_the_lock_passes(right, capsys):
     assert exercises.grade(sharedctypes.EXERCISE, right, **MEASURED) is True
     assert "lost 0, 0, 0" in capsys.readouterr().out
+
+
+def test_a_line_without_the_lock_fails_even_when_it_lost_nothing(capsys):
+    """One worker cannot race: no update is lost, and the line still fails, for taking no lock."""
+    with pytest.raises(exercises.WrongAnswer, match="by luck: your line never takes the lock"):
+        exercises.check(sharedctypes.EXERCISE, "view[0] += 1", **{**MEASURED, "n_workers": 1})
+    assert "lost 0, 0, 0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer, misconception", sharedctypes.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(answer, misconception, monkeypatch):
+    assert_misconception_rejected(sharedctypes.EXERCISE, answer, misconception, monkeypatch, **MEASURED)
 
 
 def test_the_worked_solution_passes(monkeypatch, capsys):

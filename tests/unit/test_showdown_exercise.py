@@ -4,7 +4,11 @@ worked solution passes."""
 
 import numpy as np
 import pytest
-from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+from exercise_asserts import (
+    assert_misconception_rejected,
+    assert_worked_solution_passes,
+    assert_wrong_answer_fails,
+)
 
 from helpers.bench import showdown
 from helpers.lessons import showdown_lesson
@@ -44,6 +48,11 @@ def test_names_that_are_not_choices_or_not_a_set_fail(monkeypatch, measured):
     assert_wrong_answer_fails(showdown_lesson.EXERCISE, {"threads"}, "not one of the choices",
                               monkeypatch, **measured)
     assert_wrong_answer_fails(showdown_lesson.EXERCISE, "fork_cow", "give a set", monkeypatch, **measured)
+
+
+@pytest.mark.parametrize("answer, misconception", showdown_lesson.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(measured, answer, misconception, monkeypatch):
+    assert_misconception_rejected(showdown_lesson.EXERCISE, answer, misconception, monkeypatch, **measured)
 
 
 def test_the_worked_solution_passes_and_skipped_strategies_are_not_asked(monkeypatch, capsys, measured):

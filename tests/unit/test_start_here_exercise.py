@@ -6,7 +6,11 @@ import mmap
 
 import numpy as np
 import pytest
-from exercise_asserts import assert_worked_solution_passes, assert_wrong_answer_fails
+from exercise_asserts import (
+    assert_misconception_rejected,
+    assert_worked_solution_passes,
+    assert_wrong_answer_fails,
+)
 
 from helpers.lessons import demos, start_here, workers
 from helpers.measure import memory
@@ -76,6 +80,11 @@ def test_the_five_measures_count_the_shared_array_0_n_0_1_1_times(measured):
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(start_here.EXERCISE, wrong, hint, monkeypatch, **measured)
+
+
+@pytest.mark.parametrize("answer, misconception", start_here.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(measured, answer, misconception, monkeypatch):
+    assert_misconception_rejected(start_here.EXERCISE, answer, misconception, monkeypatch, **measured)
 
 
 def test_the_worked_solution_passes(measured, monkeypatch, capsys):

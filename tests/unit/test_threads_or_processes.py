@@ -12,6 +12,7 @@ import threading
 import matplotlib
 import numpy as np
 import pytest
+from exercise_asserts import assert_misconception_rejected
 
 from helpers.lessons import blas_and_free_threading as blas
 from helpers.lessons import demos, exercises, gil_heartbeat
@@ -147,6 +148,12 @@ def test_the_exercise_fails_a_wrong_answer_and_passes_the_worked_solution(monkey
     assert "Your turn" in capsys.readouterr().out
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
     assert exercises.grade(gil_heartbeat.EXERCISE, None, probes=probes) is True
+
+
+@pytest.mark.parametrize("answer, misconception", gil_heartbeat.EXERCISE.misconceptions)
+def test_every_named_misconception_is_rejected(answer, misconception, monkeypatch):
+    assert_misconception_rejected(gil_heartbeat.EXERCISE, answer, misconception, monkeypatch,
+                                  probes=_probes(gil_heartbeat.DOCUMENTED))
 
 
 @pytest.mark.parametrize("answer, hint", [
