@@ -5,9 +5,10 @@ ipykernel first ends its child processes, but multiprocessing's resource tracker
 so ipykernel is still waiting for it when jupyter_client, 2.5 s later, sends the kernel itself
 SIGTERM, which kills it without running its exit handlers: the folder a forkserver's socket lives
 in (``/tmp/pymp-*``) stays behind. ``exit_normally_on_sigterm()`` turns SIGTERM into ``SystemExit``
-in this process, so the kernel ends through its exit handlers (multiprocessing's remove that
-folder). Children forked from it get SIGTERM's default back at once: ``Pool.terminate()`` and the
-lessons' kills still end them as before.
+in this process, so the kernel ends through its exit handlers; it removes that folder first, before
+any other exit work, so that a SIGKILL that comes before the rest of the exit is done (a busy CPU)
+leaves nothing. Children forked from it get SIGTERM's default back at once: ``Pool.terminate()``
+and the lessons' kills still end them as before.
 """
 
 from __future__ import annotations
@@ -20,11 +21,30 @@ import threading
 _installed_in: int | None = None  # the pid that installed the handler
 
 
+def remove_multiprocessing_folder_now() -> bool:
+    """Run now multiprocessing's exit finalizer that removes this process's temp folder (``/tmp/pymp-*``,
+    where a forkserver's or a manager's socket lives), once (the finalizer unregisters itself). True
+    when there was one to run. The SIGTERM handler runs it first of the exit's work: on a busy CPU the
+    rest of a kernel's exit (other exit handlers, tearing down a large interpreter) can outlast the
+    2.5 s jupyter_client allows after SIGTERM, and the SIGKILL that follows then leaves nothing of ours."""
+    from multiprocessing import util
+
+    removers = [finalizer for finalizer in list(util._finalizer_registry.values())
+                if getattr(finalizer, "_callback", None) is util._remove_temp_dir]
+    for finalizer in removers:
+        try:
+            finalizer()
+        except Exception:  # never let the removal stop the exit; the folder stays, as before
+            pass
+    return bool(removers)
+
+
 def _exit_normally(signum: int, frame) -> None:
     if os.getpid() != _installed_in:  # a child that inherited it some other way: die as by default
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
+    remove_multiprocessing_folder_now()
     sys.exit(128 + signum)
 
 

@@ -1,11 +1,13 @@
 """A lesson's kernel that JupyterLab shuts down ends through its exit handlers (helpers.measure.kernel_exit):
 a real kernel, a real forkserver, the same shutdown request JupyterLab sends."""
 
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -82,3 +84,35 @@ def test_sigterm_exits_through_systemexit_here_and_keeps_its_default_in_a_forked
     done = subprocess.run([sys.executable, "-c", FORKED_CHILD], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "child 0", done.stderr
     assert done.returncode == 128 + signal.SIGTERM  # sys.exit(143), not killed by the signal (-15)
+
+
+SLOW_EXIT = """
+import atexit, os, signal, sys, time
+from multiprocessing import util
+from helpers.measure import kernel_exit
+assert kernel_exit.exit_normally_on_sigterm()
+folder = util.get_temp_dir()  # multiprocessing's folder of this process, as a forkserver makes it
+atexit.register(time.sleep, 60)  # an exit that outlasts any grace period: the SIGKILL comes first
+print(folder, flush=True)  # only now: a SIGTERM that came earlier would find no slow exit to get ahead of
+signal.pause()
+"""
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_removes_the_multiprocessing_folder_before_the_rest_of_a_slow_exit():
+    """jupyter_client sends SIGKILL 2.5 s after SIGTERM; a kernel whose other exit handlers take
+    longer (a busy CPU) must not leave its /tmp/pymp-* folder to that SIGKILL."""
+    program = subprocess.Popen([sys.executable, "-c", SLOW_EXIT], stdout=subprocess.PIPE, text=True)
+    try:
+        folder = program.stdout.readline().strip()
+        assert os.path.isdir(folder), folder
+        program.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while os.path.isdir(folder) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.isdir(folder), "the folder outlived SIGTERM"
+        assert program.poll() is None  # still in its slow exit handler: only SIGKILL will end it
+    finally:
+        program.kill()
+        program.communicate()  # reaps it and closes its stdout
+        shutil.rmtree(folder, ignore_errors=True)
