@@ -261,7 +261,7 @@ def split_ways(array: np.ndarray, n_workers: int) -> dict[str, list[np.ndarray]]
 
     "whole": the same array to each (references, nothing copied yet); "slices": one contiguous
     slice each; "strided": every ``n_workers``-th element, from a different start for each;
-    "first half": the same first half to each. Slices are views: nothing is copied either.
+    "first quarter": the same first quarter to each. Slices are views: nothing is copied either.
     """
     if not isinstance(n_workers, int) or n_workers < 1:
         raise ValueError(f"n_workers must be a whole number of at least 1, got {n_workers!r}")
@@ -270,7 +270,7 @@ def split_ways(array: np.ndarray, n_workers: int) -> dict[str, list[np.ndarray]]
         "whole": [array] * n_workers,
         "slices": [array[start:stop] for start, stop in zip(bounds[:-1], bounds[1:], strict=True)],
         "strided": [array[start::n_workers] for start in range(n_workers)],
-        "first half": [array[: array.size // 2]] * n_workers,
+        "first quarter": [array[: array.size // 4]] * n_workers,
     }
 
 
@@ -378,7 +378,7 @@ def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: flo
     return ax
 
 
-EXERCISE_WAYS = ("strided", "first half")  # the ways of ``split_ways`` the exercise asks about
+EXERCISE_WAYS = ("strided", "first quarter")  # the ways of ``split_ways`` the exercise asks about
 
 
 def _check_pickled_prediction(answer, n_workers: int, sent: Mapping[str, float]) -> str | None:
@@ -396,22 +396,23 @@ EXERCISE = Exercise(
     name="bytes through the pipes",
     question=("one fan-out sends one task per worker. How many arrays' worth of bytes does it pickle "
               "when worker i gets array[i::N_WORKERS] ('strided'), or every worker gets "
-              "array[:array.size // 2] ('first half')? Answer {'strided': ..., 'first half': ...}, "
+              "array[:array.size // 4] ('first quarter')? Answer {'strided': ..., 'first quarter': ...}, "
               "in arrays (1.0 = the array's bytes)."),
     check=_check_pickled_prediction,
-    solution=lambda n_workers, sent: {"strided": 1.0, "first half": n_workers / 2},
+    solution=lambda n_workers, sent: {"strided": 1.0, "first quarter": n_workers / 4},
     explanation=("A view, strided or not, pickles a copy of just the elements it shows, and every task "
-                 "pickles its own argument: the strided views add up to one array, the same half sent "
-                 "to each worker costs half an array per worker."),
-    # "Every split sends one array in all" ({"strided": 1.0, "first half": 1.0}) is not named here:
-    # with 2 workers it is the right answer too (N_WORKERS / 2 = 1.0), so no check of these numbers
-    # can reject it there; only a question at another count of workers or another share could.
+                 "pickles its own argument: the strided views add up to one array, the same quarter "
+                 "sent to each worker costs a quarter of an array per worker."),
+    # A quarter, not a half: with 2 workers, half an array sent to each is one array in all, the answer
+    # "every split sends one array in all" gives too; a quarter tells them apart from 2 workers on.
     misconceptions=(  # with 2 workers, as the lesson's unit test measures (and 3)
-        ({"strided": 2.0, "first half": 1.0},
+        ({"strided": 1.0, "first quarter": 1.0},
+         "every split sends one array in all"),
+        ({"strided": 2.0, "first quarter": 0.5},
          "a strided view pickles the whole buffer it spans: N_WORKERS arrays in all"),
-        ({"strided": 1.0, "first half": 0.5},
+        ({"strided": 1.0, "first quarter": 0.25},
          "the pool pickles an argument that every task shares only once"),
-        ({"strided": 0.5, "first half": 0.5},
+        ({"strided": 0.5, "first quarter": 0.25},
          "what one task pickles (here half an array) is what the whole fan-out pickles"),
     ),
 )

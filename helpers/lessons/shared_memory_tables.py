@@ -91,12 +91,16 @@ def time_table_fan_outs(context, n_workers: int, n_rows: int, repeat: int = 5
     return timings, sums
 
 
+POST_TABLE_BYTES = 240e6  # the post's record array: 240 MB
+
+
 def post_versions(pickled_bytes: float, pickled_objects: float, shared: float,
-                  traced: float | None) -> str:
+                  traced: float | None, table_bytes: int | None = None) -> str:
     """Markdown on the shared-memory post's two versions, from the fan-out times (seconds; the
     lesson passes the fastest call of each): its code today (``'S6'``, our bytes row) and its first
     version (text as objects, our strings row), which of them gives a factor of tens, and what
-    tracemalloc on cost the strings' way."""
+    tracemalloc on cost the strings' way. With ``table_bytes`` (the timed table's size), says how
+    much bigger the post's table was."""
     def faster(pickled: float) -> str:
         if pickled >= shared:
             return f"shared memory was {about(pickled / shared)}× as fast as pickling"
@@ -106,8 +110,10 @@ def post_versions(pickled_bytes: float, pickled_objects: float, shared: float,
             f"{faster(pickled_bytes)}. Its first version (text as objects) is our strings row: "
             f"{faster(pickled_objects)}. ")
     separate = pickled_objects >= 10 * shared > pickled_bytes
-    text += ("Only the strings give a factor of tens, the post's order: its figures came from that version. "
-             if separate else "Here the two versions do not separate that way. ")
+    bigger = (f" (on a table {POST_TABLE_BYTES / table_bytes:,.0f}× this one's size)" if table_bytes else "")
+    text += ("Only the strings make pickling lose by an order of magnitude, as in the post: its figures "
+             f"came from that version{bigger}. " if separate
+             else "Here the two versions do not separate that way. ")
     if traced is not None:
         costly = traced >= 1.2 * pickled_objects
         text += ("With tracemalloc tracing this process, as the post timed it, the strings' way took "
@@ -208,5 +214,8 @@ def table_digest(handle) -> str:
 
 
 def about(value: float) -> str:
-    """A measured ratio or figure with two significant digits, for prose: 503.2 -> '500', 7.34 -> '7.3'."""
+    """A measured ratio or figure with two significant digits, for prose: 503.2 -> '500', 7.34 -> '7.3'.
+    A value just below zero (above -0.01: a memory difference that is noise of either sign) reads '0'."""
+    if -0.01 < value < 0:
+        return "0"
     return f"{float(f'{value:.2g}'):,g}"

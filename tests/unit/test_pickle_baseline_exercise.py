@@ -26,13 +26,13 @@ def test_each_task_pickles_the_elements_its_argument_shows(measured):
     assert sent["whole"] == pytest.approx(measured["n_workers"], rel=0.01)
     assert sent["slices"] == pytest.approx(1.0, rel=0.01)
     assert sent["strided"] == pytest.approx(1.0, rel=0.01)
-    assert sent["first half"] == pytest.approx(measured["n_workers"] / 2, rel=0.01)
+    assert sent["first quarter"] == pytest.approx(measured["n_workers"] / 4, rel=0.01)
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (lambda n: {"strided": n, "first half": n / 2}, "'strided'"),  # "a strided view sends its whole buffer"
-    (lambda n: {"strided": 1.0, "first half": 0.5}, "'first half'"),  # "the pool sends it once"
-    (lambda n: {"strided": 1.0, "first half": "half"}, "'first half'"),
+    (lambda n: {"strided": n, "first quarter": n / 4}, "'strided'"),  # "a strided view sends its buffer"
+    (lambda n: {"strided": 1.0, "first quarter": 0.25}, "'first quarter'"),  # "the pool sends it once"
+    (lambda n: {"strided": 1.0, "first quarter": "quarter"}, "'first quarter'"),
     (lambda n: {"strided": 1.0}, "dict of one number per way"),
     (lambda n: [1.0, n / 2], "dict of one number per way"),
 ])
@@ -50,12 +50,11 @@ def test_every_named_misconception_is_rejected(measured, answer, misconception, 
     assert_misconception_rejected(pickle_baseline.EXERCISE, answer, misconception, monkeypatch, **measured)
 
 
-def test_every_split_sending_one_array_in_all_is_the_right_answer_only_with_two_workers(measured):
-    """Why the exercise cannot name that misconception: with 2 workers its answer is the worked
-    solution (the first half, sent to both, is one array); with 3 it is rejected."""
-    one_in_all = {"strided": 1.0, "first half": 1.0}
-    verdict = pickle_baseline.EXERCISE.check(one_in_all, **measured)
-    assert (verdict is None) is (measured["n_workers"] == 2), verdict
+def test_every_split_sending_one_array_in_all_is_rejected_from_two_workers_on(measured):
+    """Why the exercise asks about a quarter, not a half: half an array sent to each of 2 workers is
+    one array in all, which is what that misconception answers; a quarter tells them apart."""
+    one_in_all = {"strided": 1.0, "first quarter": 1.0}
+    assert pickle_baseline.EXERCISE.check(one_in_all, **measured) is not None
 
 
 @pytest.mark.parametrize("n_workers", [0, -1, 2.5])

@@ -122,6 +122,7 @@ def test_linear_cost_and_break_even():
     assert (fixed, per_read) == pytest.approx((1.0, 1.0))
     assert send_once_and_managers.break_even_reads(11.0, fixed, per_read) == pytest.approx(10.0)
     assert send_once_and_managers.break_even_reads(0.5, fixed, per_read) is None
+    assert send_once_and_managers.break_even_reads(0.9, fixed, per_read) == 0.0  # 1.0 against 0.9: a tie
     with pytest.raises(ValueError):
         send_once_and_managers.break_even_reads(1.0, 0.0, 0.0)
     with pytest.raises(ValueError):

@@ -86,6 +86,17 @@ def test_the_memory_paragraph_groups_what_this_run_measured():
     assert "does not say why" in showdown.memory_what_to_see(big, [])
 
 
+def test_a_way_whose_workers_map_one_copy_is_not_counted_as_a_copy_per_worker():
+    """joblib at 16 MiB with 2 workers: one dump in /dev/shm that every worker maps, and one more array
+    (the parent's buffer) that only looks like a second worker's copy."""
+    joblib = StrategyResult("joblib", strategies.STRATEGIES["joblib"].title, SIZE, 2, None, setup_s=0.001,
+                            fan_out=_timing(0.01), teardown_s=0.01, pss_added_bytes=1.99 * SIZE,
+                            shm_added_bytes=1.0 * SIZE)
+    groups = showdown.memory_groups([joblib])
+    assert groups["more"] == ["joblib"] and not groups["per worker"]
+    assert "`joblib` (+1.99) added more than their copies" in showdown.memory_what_to_see([joblib], [])
+
+
 def test_the_time_paragraph_says_which_bars_are_closer_together_as_measured():
     text = showdown.time_what_to_see(BLOG_LIKE, FLOORS)
     assert "the slowest fan-outs are `pickle` (500×) and `memmap_disk` (30×)" in text
