@@ -87,7 +87,7 @@ def _time(timing: Timing | None) -> str:
 
 
 def _arrays(n_bytes: float | None, array_bytes: int) -> str:
-    return "-" if n_bytes is None else f"{n_bytes / array_bytes:+.2f}"
+    return "-" if n_bytes is None else f"{n_bytes / array_bytes:+z.2f}"
 
 
 def format_table(results: Sequence, floors: tuple[Timing, Timing]) -> str:
@@ -370,7 +370,7 @@ def memory_what_to_see(results: Sequence, references: Sequence) -> str:
     n_workers, array_bytes = first.n_workers, first.array_bytes
 
     def names(group: str) -> str:
-        return ", ".join(f"`{name}` ({added[name]:+.2f})" for name in groups[group])
+        return ", ".join(f"`{name}` ({added[name]:+z.2f})" for name in groups[group])
 
     said = {
         "none": "add nothing: workers read pages already counted",
@@ -389,7 +389,7 @@ def memory_what_to_see(results: Sequence, references: Sequence) -> str:
                  f"{format_bytes(array_bytes)}).")
         if larger:
             at = "; ".join(f"{format_bytes(r.size_bytes)}: " + ", ".join(
-                f"`{name}` {r.pss_added[name]:+.2f}" for name in groups["more"]
+                f"`{name}` {r.pss_added[name]:+z.2f}" for name in groups["more"]
                 if r.pss_added.get(name) is not None) for r in larger)
             text += f" In the reference, above that size: {at}."
     return text
