@@ -433,6 +433,18 @@ def post_items(n_items: int = POST_ITEMS) -> list[tuple[str, list[int]]]:
     return [(name, [1, 3, 4]) for _ in range(n_items)]
 
 
+def seconds_to_unpickle(payload: bytes, repeat: int = 3) -> float:
+    """Worker: the fastest of ``repeat`` ``pickle.loads(payload)``, seconds: what a worker pays to
+    unpickle an argument it was sent (timed here, in a fresh worker, not in the notebook's kernel,
+    whose far larger heap makes each garbage collection the unpickling triggers slower)."""
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        pickle.loads(payload)
+        runs.append(time.perf_counter() - start)
+    return min(runs)
+
+
 def _check_post_race(answer, every_task: float, proxy: float, installed: float) -> str | None:
     if not isinstance(answer, dict) or set(answer) != {"fastest", "proxy_speedup"}:
         return f'answer with a dict: {{"fastest": one of {WAYS}, "proxy_speedup": a number}}'
