@@ -137,6 +137,9 @@ def run(
     """Every row of the suite (floors and ways, size after size, engine after engine) and what each
     cluster was (address, who started it, its nodes). ClusterError when a cluster cannot be measured."""
     task, modules = task_of(task_spec)
+    # A memory-mapped .npy (--array) goes as a plain ndarray view of the mapping (no copy): pickled, an
+    # np.memmap travels inside the pickle, and each Ray task would unpickle a private copy of it
+    arrays = [np.asarray(array) for array in arrays]
     rows: list[dict] = []
     clusters: dict[str, dict] = {}
     local = [name for name, address in engine_addresses.items() if address is None]

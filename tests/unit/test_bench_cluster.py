@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -65,6 +66,13 @@ def cluster_state(cluster: cluster_local.LocalCluster) -> dict:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def saved_array(folder: Path, mib: int) -> Path:
+    """A .npy file of ``mib`` MiB of float64 in ``folder``, for --array."""
+    path = folder / "array.npy"
+    np.save(path, np.arange(mib * 2**20 // 8, dtype=np.float64))
+    return path
 
 
 def bench(
@@ -126,7 +134,9 @@ def ray_two():
         yield cluster
 
 
-def test_dask_every_way_on_a_running_cluster_with_the_readers_task_leaves_it_as_it_was(dask_two, tmp_path):
+def test_dask_every_way_on_a_running_cluster_with_the_readers_task_and_array_leaves_it_as_it_was(
+    dask_two, tmp_path
+):
     before = cluster_state(dask_two)
     out = tmp_path / "dask.json"
     reference = cluster_suite.newest_reference()
@@ -134,8 +144,8 @@ def test_dask_every_way_on_a_running_cluster_with_the_readers_task_leaves_it_as_
         dask_two,
         "--dask-scheduler",
         dask_two.address,
-        "--sizes",
-        "2",
+        "--array",
+        str(saved_array(tmp_path, 2)),
         "--repeat",
         "2",
         "--task",
@@ -160,7 +170,8 @@ def test_dask_every_way_on_a_running_cluster_with_the_readers_task_leaves_it_as_
     # by value, each of the 4 tasks' arrays travels client, scheduler, worker, and each task reads its own
     assert rows["dask_by_value"]["network_arrays_per_run"] >= 4 * 0.9
     assert [added["copies_read"] for added in rows["dask_by_value"]["node_added"].values()] == [2, 2]
-    # scattered, each worker holds one copy in its data, which both its tasks read
+    # scattered, each worker holds one copy in its data, which both its tasks read (the memory-mapped
+    # .npy went as a plain array)
     for added in rows["dask_scatter"]["node_added"].values():
         assert added["copies_read"] == 1 and added["store_bytes"] >= 0.9 * 2 * 2**20
     assert "ranking at 2 MiB" in done.stdout and "decision guide's multi-node rows" in done.stdout
