@@ -133,10 +133,14 @@ def ray_cluster(
     cpus_per_node: int = 1,
     store_bytes: int = 256 * 2**20,
     report_version: str | None = None,
+    count_every_copy: bool = False,
 ) -> Iterator[LocalCluster]:
     """``n_nodes`` Ray nodes on this machine, each started by ``ray start`` (head first) with
     ``cpus_per_node`` CPUs and an object store of ``store_bytes``; yields a LocalCluster; always ends
-    every process and removes the folder."""
+    every process and removes the folder. ``count_every_copy``: each node's ``object_store_memory``
+    resource counts every object in its store, a copy pulled there included (Ray's
+    ``scheduler_report_pinned_bytes_only`` off; by default it counts the copies created there): the
+    tests' witness, from outside, of what a run left in the stores."""
     if n_nodes < 1:
         raise ValueError(f"n_nodes must be at least 1, got {n_nodes}")
     folder = Path(
@@ -157,6 +161,9 @@ def ray_cluster(
         "--disable-usage-stats",
     ]
     cluster = LocalCluster("ray", address, env, [], folder)
+    node_env = {**os.environ, **env}
+    if count_every_copy:
+        node_env["RAY_scheduler_report_pinned_bytes_only"] = "0"
     try:
         _run(
             ray_start_command(
@@ -167,13 +174,13 @@ def ray_cluster(
                 *common,
                 report_version=report_version,
             ),
-            {**os.environ, **env},
+            node_env,
             "ray start --head",
         )
         for index in range(1, n_nodes):
             _run(
                 ray_start_command(f"--address={address}", *common),
-                {**os.environ, **env},
+                node_env,
                 f"ray start --address (node {index + 1})",
             )
         cluster.node_pids = _raylet_pids(folder)

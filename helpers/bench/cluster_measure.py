@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 HOLD_MIN_SECONDS = 1.0  # the memory run's tasks keep the array at least this long
 HOLD_MULTIPLE = 3.0  # ... or this many times the way's median fan-out, so every task overlaps
 POLL_SECONDS = 0.1  # how often the memory run reads the nodes
-SETTLE_SECONDS = 0.5  # after the timed runs, before the memory run's baseline: freed objects go
+SETTLE_SECONDS = 0.5  # after the timed runs, at least this long before the memory run's baseline
+SETTLE_MAX_SECONDS = 10.0  # ... and at most this long for every store to be back to its idle bytes
 
 
 class ClusterError(Exception):
@@ -71,8 +72,9 @@ def network_crossed(before: dict[str, int], after: dict[str, int]) -> int:
 
 def memory_added(baseline: dict[str, dict], peaks: dict[str, dict]) -> dict[str, dict]:
     """Per node: the peak of its processes' PSS and of its store's bytes during the memory run, less
-    their baseline (bytes). The store's bytes are the engine's own count (Ray: the bytes in use in the
-    node's object store, pulled copies included; Dask: the bytes of the data the worker holds); the
+    their baseline (bytes). The store's bytes are the engine's own count (Ray: the bytes the node's
+    object store holds by its own usage report, copies pulled there to be read included; Dask: the
+    bytes of the data the worker holds), None where the engine could not read them (not measured); the
     PSS is the kernel's, and misses pages a store had touched before and kept (Ray's does)."""
     added = {}
     for node, peak in peaks.items():
@@ -94,6 +96,27 @@ def _keep_peaks(peaks: dict[str, dict], snapshots: dict[str, dict]) -> None:
                 peak[key] = max(peak[key], snapshot[key])
 
 
+def store_bytes(snapshots: dict[str, dict]) -> dict[str, int | None]:
+    """Each node's store bytes in snapshots (None: not measured)."""
+    return {node: snapshot.get("store_bytes") for node, snapshot in snapshots.items()}
+
+
+def settled_snapshots(engine, idle: dict[str, int | None]) -> dict[str, dict]:
+    """The nodes' snapshots once every store holds no more than ``idle`` (its bytes before the suite
+    put anything there): what the timed runs put is gone, the copies pulled for it too (Ray frees
+    those in batches, about once a second). After ``SETTLE_MAX_SECONDS``, whatever they hold."""
+    time.sleep(SETTLE_SECONDS)
+    deadline = time.monotonic() + SETTLE_MAX_SECONDS
+    while True:
+        snapshots = engine.snapshots()
+        now = store_bytes(snapshots)
+        if time.monotonic() > deadline or all(
+            idle.get(node) is None or used is None or used <= idle[node] for node, used in now.items()
+        ):
+            return snapshots
+        time.sleep(POLL_SECONDS)
+
+
 FLOOR_MIN_REPEAT = 7  # the floor is cheap and a transfer's time varies: at least this many runs
 
 
@@ -111,10 +134,12 @@ def measure_way(
     task,
     repeat: int,
     time_limit: float,
+    idle: dict[str, int | None],
     progress: Callable[[str], None] = lambda text: None,
 ) -> WayResult:
     """One way at the size of ``array``: a warm-up fan-out, ``repeat`` timed fan-outs (network
-    counters read before and after them), then a memory run whose tasks hold the array while the
+    counters read before and after them), then, once the stores are back to ``idle`` (each node's
+    store bytes before the suite put anything), a memory run whose tasks hold the array while the
     nodes are read. A task that raises ends the way with its error; a lost node, a refusal or the
     time limit raise ClusterError (the suite stops there)."""
     result = WayResult(engine.name, way, int(array.nbytes))
@@ -130,8 +155,7 @@ def measure_way(
         after = network_by_host(engine.snapshots())
         result.network_bytes_per_run = network_crossed(before, after) / repeat
         progress(f"{engine.name} {way}: memory while every task holds it")
-        time.sleep(SETTLE_SECONDS)
-        baseline = engine.snapshots()
+        baseline = settled_snapshots(engine, idle)
         hold = max(HOLD_MIN_SECONDS, HOLD_MULTIPLE * (result.median_s or 0.0))
         peaks: dict[str, dict] = {}
         held = engine.fan_out(

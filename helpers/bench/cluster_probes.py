@@ -3,8 +3,9 @@ the probes that read a node's memory and its network counters. Sizes are bytes, 
 
 The cluster is the reader's own: its workers need not have this course installed. The suite sends
 these functions by value (``cloudpickle.register_pickle_by_value``), so this module imports only
-what a Ray or a Dask worker already has (the standard library, NumPy, psutil) and nothing of the
-course's. A reader's own task (``--task module:function``) is sent the same way.
+what a Ray or a Dask worker already has (the standard library, NumPy, psutil; Ray itself only inside
+a Ray worker) and nothing of the course's. A reader's own task (``--task module:function``) is sent
+the same way.
 
 What a probe reads, per node:
 
@@ -17,11 +18,17 @@ What a probe reads, per node:
   loopback summed): what crossed into that machine's network stack, whoever sent it. Nodes that
   share a machine share these counters (a cluster on localhost moves everything over the loopback),
   so the suite counts them once per machine (``host``).
+- for a Ray node, the bytes its object store holds, by the store's own usage report (every object
+  there: created there, or pulled there to be read). Ray 2.60 gives a node's report over gRPC only
+  with its dashboard's packages (``ray memory``); a worker on the node reads it from its own store
+  (``log_plasma_usage``, which writes it to the logger ``ray._raylet``, where the probe catches it).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import socket
 import time
 
@@ -87,13 +94,52 @@ def raylet_pid() -> int:
     raise RuntimeError(f"process {os.getpid()} has no raylet among its ancestors")
 
 
+STORE_HOLDS = ("bytes in use", "bytes evictable", "bytes unsealed")  # every object, in one of these states
+
+
+class _Keep(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def ray_store_bytes() -> int | None:
+    """Inside a Ray worker: the bytes of every object in its node's object store (in use, evictable
+    or still being written; a copy pulled from another node included), from the store's own usage
+    report; None where this Ray gives none (not measured)."""
+    import ray
+
+    logger = logging.getLogger("ray._raylet")
+    keep, level, propagate = _Keep(), logger.level, logger.propagate
+    logger.addHandler(keep)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False  # caught here, not written to the worker's log
+    try:
+        ray._private.worker.global_worker.core_worker.log_plasma_usage()
+    except Exception:
+        return None
+    finally:
+        logger.removeHandler(keep)
+        logger.setLevel(level)
+        logger.propagate = propagate
+    found = dict(re.findall(r"- (bytes [a-z ]+): (\d+)", "".join(keep.messages)))
+    if not all(name in found for name in STORE_HOLDS):
+        return None
+    return sum(int(found[name]) for name in STORE_HOLDS)
+
+
 def ray_node_snapshot(extra_pids: tuple[int, ...] = ()) -> dict:
     """Inside a Ray task on one node: the node's processes' memory (the raylet's tree, plus
-    ``extra_pids``: the driver, where it maps this node's store), its machine and network counter."""
+    ``extra_pids``: the driver, where it maps this node's store), the bytes its object store holds,
+    its machine and network counter."""
     return {
         "host": host(),
         "network_bytes": network_bytes_received(),
         **tree_memory(raylet_pid(), extra_pids),
+        "store_bytes": ray_store_bytes(),
         "at": time.time(),
     }
 

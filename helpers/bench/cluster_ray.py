@@ -9,6 +9,9 @@ node. The floor: one task on another node than the driver's, given by reference 
 driver has just put (Ray's object manager pulls it there over TCP before the task starts): one
 transfer between two nodes and one task's dispatch, timed from submit to result.
 The node probes are actors of zero CPUs, one pinned to each node, ended when the driver leaves.
+A node's store bytes are what its object store holds by its own usage report, read by the node's
+probe (``cluster_probes.ray_store_bytes``): every object there, a copy pulled to be read there
+included (the ``object_store_memory`` resource counts only the copies created there).
 
 Ray must never run in a process that forks afterwards (its gRPC threads' locks): the suite joins
 Ray last, in ``python -m helpers.bench``'s own process, and the tests run that as a subprocess.
@@ -198,8 +201,8 @@ class RayEngine:
         return [node.label for node in self.nodes if node.key not in alive]
 
     def snapshots(self) -> dict[str, dict]:
-        """Every node's processes' memory and its machine's network counter (each node's probe actor);
-        the driver's node counts the driver too (it maps that node's store)."""
+        """Every node's processes' memory, its store's bytes and its machine's network counter (each
+        node's probe actor); the driver's node counts the driver too (it maps that node's store)."""
         refs = {
             node.label: self._probes[node.label].snapshot.remote(
                 (os.getpid(),) if node.key == self.driver_node else ()
@@ -207,27 +210,7 @@ class RayEngine:
             for node in self.nodes
         }
         values = self._get(list(refs.values()), time.monotonic() + 60.0, "a probe of the nodes' memory")
-        snapshots = dict(zip(refs, values, strict=True))
-        used = self._store_bytes_used()
-        for node in self.nodes:
-            snapshots[node.label]["store_bytes"] = used.get(node.key)
-        return snapshots
-
-    @staticmethod
-    def _store_bytes_used() -> dict[str, int]:
-        """Per node id, the bytes Ray counts in use in its object store: its resource
-        ``object_store_memory``, total less available. Ray counts there the copies created on the node
-        (``ray.put``, a task's argument, a task's result), not a copy pulled to be read there."""
-        from ray._private import state
-
-        total, available = state.total_resources_per_node(), state.available_resources_per_node()
-        return {
-            node: int(
-                total[node].get("object_store_memory", 0)
-                - available.get(node, {}).get("object_store_memory", 0)
-            )
-            for node in total
-        }
+        return dict(zip(refs, values, strict=True))
 
     def floor_once(self, array: np.ndarray) -> float:
         """Seconds for one task on another node than the driver's to receive an object the driver has

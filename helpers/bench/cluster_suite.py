@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.bench import cluster_local, cluster_probes, report
-from helpers.bench.cluster_measure import ClusterError, measure_floor, measure_way
+from helpers.bench.cluster_measure import ClusterError, measure_floor, measure_way, store_bytes
 from helpers.measure.units import MiB, format_bytes, format_seconds
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -156,6 +156,7 @@ def run(
                         f"the {name} cluster at {address} has {len(engine.nodes)} node(s) with "
                         f"workers; a multi-node measurement needs at least {MIN_NODES}"
                     )
+                idle = store_bytes(engine.snapshots())
                 clusters[name] = {
                     "address": address,
                     "started_by_suite": name in started,
@@ -173,7 +174,7 @@ def run(
                     }
                     rows.append(floor_row)
                     for way in engine.ways:
-                        result = measure_way(engine, way, array, task, repeat, time_limit, progress)
+                        result = measure_way(engine, way, array, task, repeat, time_limit, idle, progress)
                         rows.append(way_row(result, floor_row["median_s"]))
     return rows, clusters
 
@@ -221,7 +222,7 @@ def format_table(rows: list[dict], clusters: dict[str, dict]) -> str:
             )
             lines.append(
                 f"    {'way':<15} {'time':>9} {'x floor':>8} {'crossed':>8}  per node: copies its "
-                "tasks read; arrays added to PSS / store"
+                "tasks read; arrays added to PSS / store ('-': not measured)"
             )
             for row in rows:
                 if row["engine"] != engine or row["size_bytes"] != size or row["name"].endswith("_floor"):
