@@ -27,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from helpers.bench import cluster_probes
-from helpers.bench.cluster_measure import ClusterError, Node
+from helpers.bench.cluster_measure import ClusterError, Node, check_enough_nodes
 from helpers.bench.cluster_ray import check_reachable as _check_host_port
 
 WAYS = ("dask_by_value", "dask_scatter")
@@ -63,7 +63,7 @@ class DaskEngine:
     ways = WAYS
     task_error = DaskTaskError
 
-    def __init__(self, address: str, task_modules: tuple = ()):
+    def __init__(self, address: str, task_modules: tuple = (), min_nodes: int = 1):
         from distributed import Client
 
         self.address = address
@@ -85,6 +85,7 @@ class DaskEngine:
         try:
             self._check_versions()
             self.nodes = self._nodes()
+            check_enough_nodes("dask", address, self.nodes, min_nodes)
         except BaseException:
             self.close()
             raise

@@ -29,6 +29,15 @@ class ClusterError(Exception):
     message is the one line the reader sees."""
 
 
+def check_enough_nodes(engine: str, address: str, nodes: list, least: int) -> None:
+    """ClusterError unless the cluster has at least ``least`` nodes with workers."""
+    if len(nodes) < least:
+        raise ClusterError(
+            f"the {engine} cluster at {address} has {len(nodes)} node(s) with workers; a multi-node "
+            f"measurement needs at least {least}"
+        )
+
+
 @dataclass(frozen=True)
 class Node:
     """One node: its label ('node 1 (head)'), the engine's key for it, its machine, its worker slots."""

@@ -31,11 +31,12 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from helpers.bench import cluster_probes
-from helpers.bench.cluster_measure import ClusterError, Node
+from helpers.bench.cluster_measure import ClusterError, Node, check_enough_nodes
 
 WAYS = ("ray_by_value", "ray_put_once")
 CONNECT_TIMEOUT_SECONDS = 10.0
 LOST_CHECK_SECONDS = 0.5  # how often a fan-out's wait checks that its nodes are still alive
+CANCEL_WAIT_SECONDS = 5.0  # how long cancelled tasks get to end, before they are killed, then again
 
 
 def _first_line(error: BaseException) -> str:
@@ -67,7 +68,7 @@ class RayEngine:
     name = "ray"
     ways = WAYS
 
-    def __init__(self, address: str, task_modules: tuple = ()):
+    def __init__(self, address: str, task_modules: tuple = (), min_nodes: int = 1):
         import ray
 
         self.address = address
@@ -89,6 +90,8 @@ class RayEngine:
                 namespace=f"sal-bench-{os.getpid()}",
             )
         except Exception as error:  # Ray's own: a version mismatch, a refused or wrong address
+            with contextlib.suppress(Exception):
+                ray.shutdown()  # whatever ray.init had set up in this process
             message = _first_line(error)
             if "ersion mismatch" in str(error):
                 detail = " ".join(str(error).split())
@@ -103,6 +106,7 @@ class RayEngine:
             self._remote_arrived = ray.remote(cluster_probes.arrived)
             self.driver_node = ray.get_runtime_context().get_node_id()
             self.nodes = self._nodes()
+            check_enough_nodes("ray", address, self.nodes, min_nodes)  # before anything is put there
             probe = ray.remote(num_cpus=0)(cluster_probes.RayNodeProbe)
             self._probes = {
                 node.label: probe.options(scheduling_strategy=self._on(node)).remote() for node in self.nodes
@@ -252,14 +256,27 @@ class RayEngine:
             try:
                 held = self._wait(refs, deadline, f"{way}'s fan-out", while_waiting, poll_seconds)
             except BaseException:  # an error, a lost node, Ctrl-C: the tasks still running are cancelled
-                for ref in refs:
-                    with contextlib.suppress(Exception):
-                        self.ray.cancel(ref)
+                self._cancel(refs)
                 raise
             finally:
                 del refs
         labelled = [(node.label, *values) for (node, _), values in zip(slots, held, strict=True)]
         return held[0][2], labelled
+
+    def _cancel(self, refs: list) -> None:
+        """Cancel the tasks of ``refs`` and wait until they have ended (``CANCEL_WAIT_SECONDS``; then a
+        task that goes on, such as one in C code, is killed with its worker, a worker leased to this
+        driver), so that the nodes have let go of their arguments before the driver leaves: a driver
+        that left while its cancelled tasks were still being dispatched left a task's argument pinned
+        in a node's store (Ray 2.60, seen in the tests)."""
+        for force in (False, True):
+            for ref in refs:
+                with contextlib.suppress(Exception):
+                    self.ray.cancel(ref, force=force)
+            with contextlib.suppress(Exception):
+                _, refs = self.ray.wait(refs, num_returns=len(refs), timeout=CANCEL_WAIT_SECONDS)
+            if not refs:
+                return
 
     @contextlib.contextmanager
     def _argument(self, way: str, array: np.ndarray) -> Iterator[object]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.bench import cluster_local, cluster_probes, report
-from helpers.bench.cluster_measure import ClusterError, measure_floor, measure_way, store_bytes
+from helpers.bench.cluster_measure import measure_floor, measure_way, store_bytes
 from helpers.measure.units import MiB, format_bytes, format_seconds
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -111,13 +111,15 @@ def _restore(saved: dict[str, str | None]) -> None:
 
 
 def _engine(name: str, address: str, modules: tuple):
+    """The engine joined to the cluster at ``address``; ClusterError (nothing left there) when it has
+    fewer than ``MIN_NODES`` nodes with workers."""
     if name == "ray":
         from helpers.bench.cluster_ray import RayEngine
 
-        return RayEngine(address, modules)
+        return RayEngine(address, modules, MIN_NODES)
     from helpers.bench.cluster_dask import DaskEngine
 
-    return DaskEngine(address, modules)
+    return DaskEngine(address, modules, MIN_NODES)
 
 
 def describe_nodes(engine) -> list[dict]:
@@ -151,11 +153,6 @@ def run(
             address = engine_addresses[name] or started[name].address
             progress(f"{name}: joining the cluster at {address}")
             with _engine(name, address, modules) as engine:
-                if len(engine.nodes) < MIN_NODES:
-                    raise ClusterError(
-                        f"the {name} cluster at {address} has {len(engine.nodes)} node(s) with "
-                        f"workers; a multi-node measurement needs at least {MIN_NODES}"
-                    )
                 idle = store_bytes(engine.snapshots())
                 clusters[name] = {
                     "address": address,

@@ -33,6 +33,8 @@ pytestmark = pytest.mark.timeout(600)
 RAY_STATE = """
 import json, os, ray
 from ray._private import state
+if os.environ.get("REPORT_VERSION"):
+    ray.__version__ = os.environ["REPORT_VERSION"]  # a driver of the version the cluster reports
 ray.init(address=os.environ["ADDRESS"], log_to_driver=False, logging_level="ERROR")
 # the tests' clusters count every copy in a node's store in this resource (count_every_copy)
 total, available = state.total_resources_per_node(), state.available_resources_per_node()
@@ -54,12 +56,12 @@ print(json.dumps({"nodes": len(workers), "tasks": tasks, "data": data}))
 """
 
 
-def cluster_state(cluster: cluster_local.LocalCluster) -> dict:
-    """What the cluster holds now, asked by a driver of its own."""
+def cluster_state(cluster: cluster_local.LocalCluster, report_version: str = "") -> dict:
+    """What the cluster holds now, asked by a driver of its own (of Ray ``report_version``, if given)."""
     code = RAY_STATE if cluster.engine == "ray" else DASK_STATE
     done = subprocess.run(
         [sys.executable, "-c", code],
-        env={**cluster.driver_env(), "ADDRESS": cluster.address},
+        env={**cluster.driver_env(), "ADDRESS": cluster.address, "REPORT_VERSION": report_version},
         capture_output=True,
         text=True,
         timeout=120,
@@ -209,13 +211,19 @@ def test_a_refused_address_is_one_clear_line(tmp_path):
 
 
 def test_a_cluster_of_one_node_is_refused_and_left_as_it_was(tmp_path):
-    with cluster_local.dask_cluster(1) as cluster:
-        done = bench(
-            cluster, "--dask-scheduler", cluster.address, "--sizes", "1", "--out", str(tmp_path / "x.json")
-        )
-        assert done.returncode == 2, done.stderr[-2000:]
-        assert "has 1 node(s) with workers; a multi-node measurement needs at least 2" in done.stderr
-        assert cluster_state(cluster) == {"nodes": 1, "tasks": 0, "data": 0}
+    for option, start, idle in (
+        ("--dask-scheduler", lambda: cluster_local.dask_cluster(1), {"nodes": 1, "tasks": 0, "data": 0}),
+        ("--ray-address", lambda: cluster_local.ray_cluster(1, 1, 96 * 2**20, count_every_copy=True),
+         {"nodes": 1, "store_used": 0, "actors": 0}),
+    ):
+        with start() as cluster:
+            assert cluster_state(cluster) == idle
+            done = bench(cluster, option, cluster.address, "--sizes", "1", "--out", str(tmp_path / "x.json"))
+            assert done.returncode == 2, done.stderr[-2000:]
+            assert "has 1 node(s) with workers; a multi-node measurement needs at least 2" in done.stderr
+            assert "Traceback" not in done.stderr
+            assert settled_state(cluster, idle) == idle  # no probe actor, no object, no task left
+    assert not list(tmp_path.iterdir())
 
 
 def test_dask_another_version_is_one_clear_line_and_the_cluster_stays(tmp_path):
@@ -240,8 +248,10 @@ def test_dask_a_node_lost_mid_run_is_one_clear_line_and_the_rest_stays(tmp_path)
         )
         assert code == 2, stderr[-2000:]
         assert "left the cluster during dask_by_value's fan-out" in stderr and "Traceback" not in stderr
-        state = cluster_state(cluster)
-        assert state["nodes"] == 2 and state["data"] == 0
+        # the hanging tasks are cancelled; the scheduler forgets them (their threads run on: Dask cannot
+        # stop a task that is running)
+        left = {"nodes": 2, "tasks": 0, "data": 0}
+        assert settled_state(cluster, left) == left
     assert not list(tmp_path.iterdir())
 
 
@@ -253,10 +263,9 @@ def test_dask_ctrl_c_mid_run_exits_130_and_leaves_the_cluster_as_it_was(dask_two
         lambda process: os.killpg(process.pid, signal.SIGINT),
     )
     assert code == 130, stderr[-2000:]
-    deadline = time.monotonic() + 30
-    while (state := cluster_state(dask_two))["tasks"] and time.monotonic() < deadline:
-        time.sleep(1)  # the hanging task is cancelled; the scheduler forgets it once it ends
-    assert state == {"nodes": 2, "tasks": 0, "data": 0}
+    # the hanging tasks are cancelled; the scheduler forgets them (their threads run on)
+    idle = {"nodes": 2, "tasks": 0, "data": 0}
+    assert settled_state(dask_two, idle) == idle
     assert not list(tmp_path.iterdir())
 
 
@@ -324,7 +333,23 @@ def test_ray_a_task_that_writes_into_its_read_only_array_is_reported_per_way(ray
     rows = {row["name"]: row for row in json.loads(out.read_text())["rows"]}
     for name in ("ray_by_value", "ray_put_once"):
         assert "the task raised in a Ray worker" in rows[name]["error"] and "read-only" in rows[name]["error"]
-    assert cluster_state(ray_two)["store_used"] == 0
+    idle = {"nodes": 2, "store_used": 0, "actors": 0}
+    assert settled_state(ray_two, idle) == idle
+
+
+def test_ray_ctrl_c_mid_run_exits_130_and_leaves_the_cluster_as_it_was(ray_two, tmp_path):
+    idle = {"nodes": 2, "store_used": 0, "actors": 0}
+    assert cluster_state(ray_two) == idle
+    code, stderr = bench_until(
+        ray_two,
+        hanging_run(ray_two, "--ray-address", tmp_path),
+        "ray_by_value: warm-up",
+        lambda process: os.killpg(process.pid, signal.SIGINT),
+    )
+    assert code == 130, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert settled_state(ray_two, idle) == idle  # no probe actor, nothing in either node's store
+    assert not list(tmp_path.iterdir())
 
 
 def test_ray_a_node_lost_mid_run_is_one_clear_line_and_the_rest_stays(ray_two, tmp_path):
@@ -339,20 +364,27 @@ def test_ray_a_node_lost_mid_run_is_one_clear_line_and_the_rest_stays(ray_two, t
     )
     assert code == 2, stderr[-2000:]
     assert "left the cluster" in stderr and "Traceback" not in stderr
-    state = cluster_state(ray_two)
-    assert state["nodes"] == 1 and state["store_used"] == 0 and state["actors"] == 0
+    left = {"nodes": 1, "store_used": 0, "actors": 0}
+    assert settled_state(ray_two, left) == left
     assert not list(tmp_path.iterdir())
 
 
 def test_ray_another_version_is_one_clear_line_and_the_cluster_stays(tmp_path):
     """Simulated: the head writes Ray 2.59.0 into the cluster's metadata, which is what Ray compares."""
-    with cluster_local.ray_cluster(1, 1, 96 * 2**20, report_version="2.59.0") as cluster:
+    with cluster_local.ray_cluster(
+        1, 1, 96 * 2**20, report_version="2.59.0", count_every_copy=True
+    ) as cluster:
+        idle = {"nodes": 1, "store_used": 0, "actors": 0}
+        assert cluster_state(cluster, report_version="2.59.0") == idle
         done = bench(
             cluster, "--ray-address", cluster.address, "--sizes", "1", "--out", str(tmp_path / "x.json")
         )
         assert done.returncode == 2, done.stderr[-2000:]
         assert "runs another version than this Python" in done.stderr and "2.59.0" in done.stderr
+        assert "Traceback" not in done.stderr
         assert all(psutil.pid_exists(pid) for pid in cluster.node_pids)
+        assert settled_state(cluster, idle, report_version="2.59.0") == idle
+    assert not list(tmp_path.iterdir())
 
 
 def test_bad_cluster_options_are_refused_in_one_line_before_anything_starts(tmp_path):
