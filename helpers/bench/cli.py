@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "MODULE must be importable by name "
                              "(e.g. helpers.bench.example_tasks:sum_slice)")
     parser.add_argument("--array", type=Path, metavar="FILE.npy",
-                        help="with --task: the array, a .npy file (memory-mapped read-only here)")
+                        help="with --task, or in the cluster suite: the array, a .npy file (memory-mapped "
+                             "read-only here)")
     parser.add_argument("--shape", metavar="N,N,...",
                         help=f"with --task and no --array: a random array of this shape (default: "
                              f"{task_array.DEFAULT_SHAPE})")
@@ -134,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"with --shape: its dtype (default: {task_array.DEFAULT_DTYPE})")
     parser.add_argument("--time-limit", type=float, default=own_task.DEFAULT_TIME_LIMIT_S, metavar="S",
                         help="with --task: seconds one strategy may take in all; past it its processes are "
-                             "ended and the row says so (default: %(default)g)")
+                             "ended and the row says so. Cluster suite (with or without --task): seconds one "
+                             "fan-out may take; past it the run ends with one line (exit code 2) "
+                             "(default: %(default)g)")
     parser.add_argument("--ray-address", metavar="HOST:PORT",
                         help="cluster suite: join the running Ray cluster whose head is there (default: "
                              f"${cluster_suite.RAY_ENV}); it is never started, stopped or reconfigured")

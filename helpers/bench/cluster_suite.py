@@ -29,7 +29,6 @@ RESULTS = Path(__file__).resolve().parents[2] / "results"
 PATTERN = "*-cluster.json"
 DEFAULT_SIZES = "16,64"
 DEFAULT_REPEAT = 3
-DEFAULT_TIME_LIMIT_S = 300.0
 ENGINES = ("dask", "ray")  # Dask first: Ray must be the last thing this process runs (it never forks after)
 LOCAL_NODES = 2
 LOCAL_NODE_WORKERS = 2  # two per node: by value, the two tasks of a node read two copies; shared, one
