@@ -11,4 +11,4 @@ Import the module you need (``from helpers.measure import config, memory``); imp
 ``helpers`` itself loads nothing heavy.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

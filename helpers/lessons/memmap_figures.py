@@ -121,8 +121,8 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
     slower = reads["tmpfs", "warm read"].median / reads["disk", "warm read"].median
     timing = f"Its warm read took {format_ratio(slower)}× the disk's"
     if faults["tmpfs"] > 2 * faults["disk"]:
-        pages = ("keeps 4 KiB pages, a few of them mapped at each fault (fault-around), so one fault maps less"
-                 if huge in (None, "never", "deny") else
+        pages = ("keeps 4 KiB pages, a few of them mapped at each fault (fault-around), so one fault maps "
+                 "less" if huge in (None, "never", "deny") else
                  "still mapped fewer pages per fault")
         return text + (
             "The page cache holds a file on disk in large folios (blocks of contiguous pages), and one fault "

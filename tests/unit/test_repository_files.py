@@ -386,6 +386,8 @@ def test_the_course_has_one_version_in_pyproject_citation_and_changelog():
     citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert _newest_release(ROOT / "CHANGELOG.md") == (version, citation["date-released"])
     assert citation["version"] == version
+    import helpers
+    assert helpers.__version__ == version, "helpers.__version__ is the course's version too"
 
 
 def test_the_library_has_one_version_in_its_code_pyproject_and_changelog():
