@@ -91,6 +91,7 @@ DRIVER = r"""
 
     fault, method, program = sys.argv[1:]
     RUNNING_DEADLINE_S = 60  # the program's tasks run within this (2-3 s alone; far more beside other jobs)
+    EXIT_DEADLINE_S = 60  # the program exits within this after its fault (1-3 s alone; CI once took over 20)
     began = time.monotonic()
     report = {"error": None}
 
@@ -166,7 +167,16 @@ DRIVER = r"""
         else:
             child.stdin.write("go\n")
             child.stdin.flush()
-        report["returncode"] = child.wait(timeout=20)  # reaped at once, as a shell would
+        try:
+            report["returncode"] = child.wait(timeout=EXIT_DEADLINE_S)  # reaped at once, as a shell would
+        except subprocess.TimeoutExpired:  # every thread's stack (program, workers) on the program's stderr
+            for pid in [child.pid, *running]:
+                try:
+                    os.kill(pid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    pass
+            time.sleep(1)
+            raise
         if fault == "group SIGKILL":
             wait_for(lambda: not alive_in_session(child.pid), 10)
             report["left_before_sweep"] = in_dev_shm()
