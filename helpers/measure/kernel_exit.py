@@ -29,8 +29,12 @@ def remove_multiprocessing_folder_now() -> bool:
     2.5 s jupyter_client allows after SIGTERM, and the SIGKILL that follows then leaves nothing of ours."""
     from multiprocessing import util
 
-    removers = [finalizer for finalizer in list(util._finalizer_registry.values())
-                if getattr(finalizer, "_callback", None) is util._remove_temp_dir]
+    # multiprocessing's own private names (3.8 to 3.13): where a Python lacks them, nothing runs early
+    # and the exit removes the folder as before; a signal handler must never raise over them.
+    remove_temp_dir = getattr(util, "_remove_temp_dir", None)
+    registry = getattr(util, "_finalizer_registry", {})
+    removers = [finalizer for finalizer in list(registry.values())
+                if remove_temp_dir is not None and getattr(finalizer, "_callback", None) is remove_temp_dir]
     for finalizer in removers:
         try:
             finalizer()
