@@ -89,6 +89,24 @@ def _main(n_bytes: int, repeat: int, n_workers: int, start_method: str) -> None:
 ROWS = {"npshmex_echo": "npshmex", "ours_warm": "ours, warm", "stdlib_echo": "stdlib"}
 
 
+def _reading(by: dict, sizes: list[int]) -> str:
+    """One paragraph that reads the table's columns: npshmex against ours, and ours against its floor."""
+    both = [size for size in sizes if ("ours_warm", size) in by]
+    if not both:
+        return "This file has no warm rows of ours to compare npshmex with."
+    over = [by["npshmex_echo", size]["median_s"] / by["ours_warm", size]["median_s"] for size in both]
+    npshmex = [by["npshmex_echo", size]["ratio_to_warm_floor"] for size in both]
+    largest = max(both)
+    ours_at_largest = by["ours_warm", largest]["ratio_to_warm_floor"]
+    below = (f" A ratio under 1 (here {ours_at_largest:.3g}×) is two timings of the same copy a few per cent "
+             "apart, not a trip cheaper than its copy." if ours_at_largest < 1 else "")
+    return (f"Reading across: npshmex took {format_ratio(min(over))}× to {format_ratio(max(over))}× as long as ours. "
+            "Each of its calls makes new segments (one for the argument, one for the result), so it stayed at "
+            f"{format_ratio(min(npshmex))}× floor (a) or more; ours, warm, reuses segments and fell to "
+            f"{ours_at_largest:.3g}× floor (a) at {largest >> 20} MiB: one copy into a warm segment plus a message, "
+            f"which the copy outweighs as the array grows.{below}")
+
+
 def reference_table(folder: Path | None = None) -> str:
     """Markdown: npshmex's echo beside ours (warm) and the stdlib's, per size, as multiples of that
     size's floor (a), from the newest transport file in ``folder`` (``results/``) that has npshmex's
@@ -109,7 +127,7 @@ def reference_table(folder: Path | None = None) -> str:
             npshmex, ours = by["npshmex_echo", size], by.get(("ours_warm", size))
             over = "-" if ours is None else f"{format_ratio(npshmex['median_s'] / ours['median_s'])}×"
             lines.append(f"| {size >> 20} MiB | " + " | ".join(cells) + f" | {over} |")
-        return "\n".join(lines)
+        return "\n".join(lines + ["", _reading(by, sizes)])
     return ("No transport results with npshmex's rows in `results/`: install the extra and run "
             "`python -m helpers.bench --suite transport`.")
 

@@ -364,40 +364,57 @@ def conclusion(dask_memory: dict[str, DaskFanOutMemory], sources: dict[str, list
         f"**{ray_put.store_bytes / array_bytes:.2f} arrays** in its store for the whole node.")
 
 
-def scattered_copies(session: DaskSession | None, array: np.ndarray, n_workers: int) -> int:
-    """How many copies of ``array`` the workers' data stores hold after one
-    ``client.scatter(array, broadcast=True)``; the scattered data is let go before this returns.
-    Without a session (Dask missing) it returns what broadcast=True gives, one copy per worker, so
-    the exercise still checks against a count."""
+TASKS_PER_WORKER = 2  # the exercise's tasks on each worker, all given the scattered future
+
+
+def scattered_copies(session: DaskSession | None, array: np.ndarray, n_workers: int,
+                     tasks_per_worker: int = TASKS_PER_WORKER) -> int:
+    """How many copies of ``array`` the workers hold after one ``client.scatter(array,
+    broadcast=True)`` and ``tasks_per_worker`` tasks on each worker given the scattered future: the
+    copies in the workers' data stores, plus every task whose argument was not its worker's stored
+    object (a copy of its own). The scattered data is let go before this returns. Without a session
+    (Dask missing) it returns what broadcast=True gives, one copy per worker, so the exercise still
+    checks against a count."""
     if session is None:
         return n_workers
     scattered = session.client.scatter(array, broadcast=True)
     try:
-        return len(session.client.who_has(scattered)[scattered.key])
+        in_stores = len(session.client.who_has(scattered)[scattered.key])
+        results = session.client.gather(
+            submit_each(session, sum_and_hold, scattered, 0.0, tasks_per_worker=tasks_per_worker))
+        own_copies = sum(not from_store for *_, from_store in results)
+        return in_stores + own_copies
     finally:
-        del scattered
+        scattered.release()
+        wait_until_stores_empty(session)
 
 
 def _copies_check(answer, store_copies: int, n_workers: int) -> str | None:
     if not isinstance(answer, int) or isinstance(answer, bool):
         return f"answer with a whole number of copies, got {answer!r}"
     if answer != store_copies:
-        return (f"the workers' data stores held {store_copies} copies on {n_workers} workers; "
-                "broadcast=True gives every worker its own (Ray's store keeps one per node)")
+        return (f"the workers held {store_copies} copies on {n_workers} workers running "
+                f"{TASKS_PER_WORKER * n_workers} tasks; broadcast=True gives every worker its own, "
+                "which its tasks share (Ray's store keeps one per node)")
     return None
 
 
 EXERCISE = Exercise(
     name="copies after broadcast",
-    question="After client.scatter(array, broadcast=True) on this cluster, how many copies of the "
-             "array do the workers' data stores hold together? Answer with a whole number.",
+    question=f"After client.scatter(array, broadcast=True) on this cluster, you submit {TASKS_PER_WORKER} "
+             "tasks to each worker, each given the scattered future. How many copies of the array do the "
+             "workers hold together, in their data stores and their tasks' arguments? Answer with a whole "
+             "number.",
     check=_copies_check,
     solution=lambda store_copies, n_workers: store_copies,
     explanation="broadcast=True sends the array to one worker, and the others fetch it from there: "
-                "one copy in each worker process, where Ray's object store keeps one per node.",
+                "one copy in each worker process, which every task on that worker is handed (the same "
+                "object, no copy of its own), where Ray's object store keeps one per node.",
     misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
         (1, "Dask keeps one copy per machine for its workers to share, as Ray's object store does"),
         (0, "scatter leaves the array with the client or the scheduler until a task asks for it"),
+        (2 * TASKS_PER_WORKER, "every task unpickles a copy of its own, as a task given the array by value does"),
+        (2 + 2 * TASKS_PER_WORKER, "each worker stores one, and each task still gets a copy of its own"),
     ),
 )
 

@@ -64,6 +64,7 @@ SCRIPT = textwrap.dedent('''
                           "store_bytes": held.store_bytes, "crossed": held.crossed_between_workers,
                           "from_store": held.from_store}
         facts["sources"] = dask_cluster.argument_sources(session, array)
+        facts["exercise_copies"] = dask_cluster.scattered_copies(session, array, N_WORKERS)
         facts["stores_after"] = [f["keys"] for f in dask_cluster.stores(session).values()]
         # Dask's default, the active memory manager on: broadcast's extra copies are dropped
         facts["amm_off_in_session"] = not session.client.amm.running()
@@ -143,6 +144,12 @@ def test_by_value_holds_a_copy_per_task_in_the_scheduler_and_in_each_worker(fact
     assert by_value["tree_pss"] >= 1.3 * facts["scatter once"]["tree_pss"]
     assert not any(by_value["from_store"]) and not any(facts["sources"]["by value"])
     assert len(facts["sources"]["by value"]) == 2 * N_WORKERS
+
+
+def test_the_exercise_counts_one_copy_per_worker_however_many_tasks_use_it(facts):
+    # lesson 10's exercise: broadcast, then TASKS_PER_WORKER tasks on each worker given the future
+    assert facts["exercise_copies"] == N_WORKERS
+    assert dask_cluster.scattered_copies(None, None, N_WORKERS) == N_WORKERS  # Dask missing
 
 
 def test_the_session_turns_off_the_memory_manager_which_would_drop_broadcasts_copies(facts):

@@ -175,3 +175,8 @@ def test_the_npshmex_table_reads_the_newest_transport_results_that_have_its_rows
     table = npshmex_echo.reference_table(tmp_path)
     assert "vm-2026-11-27-transport-npshmex.json" in table
     assert "| 10 MiB | 20× | 2× | 15× | 10× |" in table
+    assert "npshmex took 10× to 10× as long as ours" in table and "stayed at 20× floor (a)" in table
+    assert "under 1" not in table  # ours at 2× its floor: nothing to explain
+    rows[1]["ratio_to_warm_floor"] = 0.96
+    (tmp_path / "vm-2026-11-27-transport-npshmex.json").write_text(json.dumps({"rows": rows}))
+    assert "A ratio under 1 (here 0.96×) is two timings of the same copy" in npshmex_echo.reference_table(tmp_path)
