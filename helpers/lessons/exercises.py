@@ -24,6 +24,12 @@ answer, in the exercise's own answer format, and ``description`` one line naming
 e.g. ``("300", "the post's figure, measured on another machine and setting")``. Each lesson's unit
 test feeds every one of them to the check with that test's typical measurements and expects a
 ``WrongAnswer``: a check that accepts a named misconception is too loose.
+
+What the run measured that answers an exercise, printed after its check, goes through ``reveal``:
+printed once the learner has answered (or ``LAB_SOLVE_EXERCISES`` is set), shown collapsed before
+that, so that a reader scrolling the stored lesson does not read the answer by accident::
+
+    exercises.reveal(answer, f"whole: {whole:.2f} arrays; slices: {slices:.2f} arrays")
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -104,3 +111,19 @@ def grade(exercise: Exercise, answer: Any, **measured: Any) -> bool:
         raise WrongAnswer(f"Not quite: {problem}")
     print(f"Right. {exercise.explanation}".rstrip())
     return True
+
+
+REVEAL_SUMMARY = "What this run measured (open after predicting)"
+
+
+def reveal(answer: Any, text: str, summary: str = REVEAL_SUMMARY) -> None:
+    """Show ``text`` (what this run measured that answers the exercise): printed when ``answer`` has
+    been given or ``solving()``; otherwise displayed collapsed, as a ``<details>`` block whose
+    ``summary`` asks the reader to predict first (a stored lesson is read unanswered)."""
+    if answer is not None or solving():
+        print(text)
+        return
+    from IPython.display import Markdown, display
+
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    display(Markdown(f"<details><summary>{summary}</summary>\n\n{fence}text\n{text}\n{fence}\n</details>"))

@@ -95,3 +95,20 @@ def test_every_lesson_exercise_names_its_misconceptions():
         for answer, misconception in exercise.misconceptions:
             assert answer is not None, name  # None is the unanswered exercise, not a wrong answer
             assert isinstance(misconception, str) and misconception.strip(), (name, answer)
+
+
+def test_reveal_prints_once_answered_and_collapses_before(monkeypatch, capsys):
+    monkeypatch.delenv(exercises.SOLVE_VARIABLE, raising=False)
+    exercises.reveal(1.0, "whole: 2.00 arrays")
+    assert capsys.readouterr().out == "whole: 2.00 arrays\n"
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj.data))
+    exercises.reveal(None, "a ``b`` c")
+    assert capsys.readouterr().out == ""
+    assert shown[0].startswith(f"<details><summary>{exercises.REVEAL_SUMMARY}</summary>")
+    assert "```text\na ``b`` c\n```" in shown[0] and shown[0].endswith("</details>")
+    exercises.reveal(None, "four ```` ticks")
+    assert "`````text\nfour ```` ticks\n`````" in shown[1]
+    monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
+    exercises.reveal(None, "solved")
+    assert capsys.readouterr().out == "solved\n"

@@ -140,6 +140,26 @@ def test_every_exercise_asks_before_it_tells(notebook):
         assert not shown, f"cells {shown}, between the answer and its check, show outputs: move them after it"
 
 
+def test_what_answers_an_exercise_is_collapsed_until_answered(notebook):
+    """The code cells right after an exercise's check (up to the next Markdown cell, its collapsed
+    Solution aside) show what they measured only through ``exercises.reveal``: collapsed in the
+    stored lesson, printed once the learner has answered; nbval ignores their output, which differs
+    once the worked solution is checked."""
+    cells = notebook.cells
+    checks = [index for index, cell in enumerate(cells)
+              if cell.cell_type == "code" and "exercises.check(" in cell.source]
+    for check in checks:
+        index = check + 1
+        while index < len(cells) and (cells[index].cell_type == "code"
+                                      or cells[index].source.startswith("<details><summary>Solution")):
+            cell = cells[index]
+            if cell.cell_type == "code" and cell.get("outputs"):
+                assert "exercises.reveal(" in cell.source, (
+                    f"cell {index}, right after the check, shows an output: pass it through exercises.reveal")
+                assert "nbval-ignore-output" in cell.metadata.get("tags", []), f"cell {index}"
+            index += 1
+
+
 def test_the_worked_solution_holds_on_the_stored_run(notebook):
     """The unanswered check cell says whether the worked solution holds on the run it is stored with
     (without giving it away): a solution the stored run contradicts fails here."""
