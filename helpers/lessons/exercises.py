@@ -116,14 +116,21 @@ def grade(exercise: Exercise, answer: Any, **measured: Any) -> bool:
 REVEAL_SUMMARY = "What this run measured (open after predicting)"
 
 
-def reveal(answer: Any, text: str, summary: str = REVEAL_SUMMARY) -> None:
-    """Show ``text`` (what this run measured that answers the exercise): printed when ``answer`` has
+def reveal(answer: Any, text: str, summary: str = REVEAL_SUMMARY, markdown: bool = False) -> None:
+    """Show ``text`` (what this run measured that answers the exercise): shown when ``answer`` has
     been given or ``solving()``; otherwise displayed collapsed, as a ``<details>`` block whose
-    ``summary`` asks the reader to predict first (a stored lesson is read unanswered)."""
-    if answer is not None or solving():
-        print(text)
-        return
+    ``summary`` asks the reader to predict first (a stored lesson is read unanswered). ``text`` is
+    printed as it is, or with ``markdown`` rendered as Markdown."""
     from IPython.display import Markdown, display
 
+    if answer is not None or solving():
+        if markdown:
+            display(Markdown(text))
+        else:
+            print(text)
+        return
+    if markdown:
+        display(Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n</details>"))
+        return
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
     display(Markdown(f"<details><summary>{summary}</summary>\n\n{fence}text\n{text}\n{fence}\n</details>"))

@@ -109,6 +109,10 @@ def test_reveal_prints_once_answered_and_collapses_before(monkeypatch, capsys):
     assert "```text\na ``b`` c\n```" in shown[0] and shown[0].endswith("</details>")
     exercises.reveal(None, "four ```` ticks")
     assert "`````text\nfour ```` ticks\n`````" in shown[1]
+    exercises.reveal(None, "**Found.** 45×", markdown=True)
+    assert shown[2] == f"<details><summary>{exercises.REVEAL_SUMMARY}</summary>\n\n**Found.** 45×\n</details>"
+    exercises.reveal({"fastest": "proxy"}, "**Found.** 45×", markdown=True)
+    assert shown[3] == "**Found.** 45×"
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
     exercises.reveal(None, "solved")
     assert capsys.readouterr().out == "solved\n"
