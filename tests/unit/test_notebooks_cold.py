@@ -141,10 +141,10 @@ def test_every_exercise_asks_before_it_tells(notebook):
 
 
 def test_what_answers_an_exercise_is_collapsed_until_answered(notebook):
-    """The code cells right after an exercise's check (up to the next Markdown cell, a collapsed
-    <details> aside such as the Solution skipped) show what they measured only through ``exercises.reveal``: collapsed in the
-    stored lesson, printed once the learner has answered; nbval ignores their output, which differs
-    once the worked solution is checked."""
+    """The code cells right after an exercise's check (up to the next Markdown cell; a collapsed
+    <details> aside, such as the Solution, is skipped) show what they measured only through
+    ``exercises.reveal``: collapsed in the stored lesson, printed once the learner has answered;
+    nbval ignores their output, which differs once the worked solution is checked."""
     cells = notebook.cells
     checks = [index for index, cell in enumerate(cells)
               if cell.cell_type == "code" and "exercises.check(" in cell.source]
