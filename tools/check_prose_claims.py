@@ -148,7 +148,7 @@ def unconditional_statements(body: list[ast.stmt]) -> list[ast.stmt]:
 
 def rendered_text(source: str) -> str | None:
     """The fixed words a code cell passes to ``Markdown(...)`` (None when it renders no Markdown)."""
-    if "Markdown(" not in source:
+    if "Markdown(" not in source and "reveal(" not in source:
         return None
     code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
     tree = ast.parse(code)
@@ -160,11 +160,18 @@ def rendered_text(source: str) -> str | None:
                 for name in ast.walk(target):
                     if isinstance(name, ast.Name):
                         assigned.setdefault(name.id, []).append(node.value)
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-             and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Markdown"]
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and renders_markdown(node)]
     if not calls:
         return None
     return " ".join(text for call in calls for text in fixed_literals(call, assigned, set()))
+
+
+def renders_markdown(call: ast.Call) -> bool:
+    """``Markdown(...)``, or ``exercises.reveal(..., markdown=True)`` (Markdown shown once answered)."""
+    name = getattr(call.func, "id", getattr(call.func, "attr", None))
+    as_markdown = any(keyword.arg == "markdown" and getattr(keyword.value, "value", False) is True
+                      for keyword in call.keywords)
+    return name == "Markdown" or (name == "reveal" and as_markdown)
 
 
 def rendered_comparisons(text: str) -> tuple[str, ...]:

@@ -413,7 +413,7 @@ EXERCISE = Exercise(
     misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
         (1, "Dask keeps one copy per machine for its workers to share, as Ray's object store does"),
         (0, "scatter leaves the array with the client or the scheduler until a task asks for it"),
-        (2 * TASKS_PER_WORKER, "every task unpickles a copy of its own, as a task given the array by value does"),
+        (2 * TASKS_PER_WORKER, "every task unpickles a copy of its own, as one given the array does"),
         (2 + 2 * TASKS_PER_WORKER, "each worker stores one, and each task still gets a copy of its own"),
     ),
 )

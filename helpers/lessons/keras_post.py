@@ -71,13 +71,14 @@ def _compared(here: float, there: float) -> str:
 
 
 def direction_and_size(here_ratio: float, post_ratio: float) -> str:
-    """Whether the proxy won here as in the post, and whether by a factor of the same size (within
-    ``SAME_WITHIN`` squared, a noisy timing's margin): one sentence chosen by the two ratios."""
+    """Whether the proxy won here as in the post, and whether by a factor of about the same size
+    (within ``SAME_WITHIN`` squared, a noisy timing's margin), a smaller or a larger one: one
+    sentence chosen by the two ratios."""
     direction = ("The proxy won here as in the post" if here_ratio > 1 else
                  "Unlike in the post, the proxy lost here")
     same = 1 / SAME_WITHIN**2 <= here_ratio / post_ratio <= SAME_WITHIN**2
-    return direction + ("; by a factor of about the post's size. " if same else
-                        "; by a factor of another size. ")
+    size = ("about the post's" if same else "a smaller" if here_ratio < post_ratio else "a larger")
+    return direction + f"; by {size} factor. "
 
 
 def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], cpus: int) -> str:

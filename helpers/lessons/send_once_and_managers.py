@@ -351,11 +351,14 @@ def held_pss(report, label: str) -> float:
 class ResendMemory:
     """PSS (bytes) around tasks that carry the object: ``idle_pool``, the pool's processes before any
     task; ``worst`` and ``after``, how far the whole tree rose above that idle state at its worst
-    while tasks carried the largest object, and once they were done."""
+    while tasks carried the largest object, and once they were done; ``workers_after``, how far the
+    pool's processes alone rose above their idle state once the tasks were done (the base of
+    ``held_pss``: the installed pool's workers are compared on it)."""
 
     idle_pool: float
     worst: float
     after: float
+    workers_after: float
 
 
 def resend_memory(report, largest: str = "largest per task") -> ResendMemory:
@@ -364,7 +367,9 @@ def resend_memory(report, largest: str = "largest per task") -> ResendMemory:
     idle_tree = report.steady("pool idle", "pool idle ends").pss
     worst = max(sample.pss for sample in report.window(largest, "tasks done ends"))
     after = report.steady("tasks done", "tasks done ends").pss
-    return ResendMemory(held_pss(report, "pool idle"), worst - idle_tree, after - idle_tree)
+    idle_pool = held_pss(report, "pool idle")
+    workers_after = held_pss(report, "tasks done") - idle_pool
+    return ResendMemory(idle_pool, worst - idle_tree, after - idle_tree, workers_after)
 
 
 def move_into_manager(manager, item_lists: Sequence[list], report,

@@ -22,8 +22,9 @@ def test_the_pipeline_runs_every_task_through_a_bounded_queue_of_promises():
     assert seconds > 0
 
 
-@pytest.mark.parametrize("here, post, says", [(44, 350, "as in the post; by a factor of another size."),
-                                              (300, 350, "by a factor of about the post's size."),
+@pytest.mark.parametrize("here, post, says", [(44, 350, "as in the post; by a smaller factor."),
+                                              (3000, 350, "as in the post; by a larger factor."),
+                                              (300, 350, "by about the post's factor."),
                                               (0.5, 350, "Unlike in the post, the proxy lost here")])
 def test_the_direction_and_the_size_of_the_factor_are_read_from_both_ratios(here, post, says):
     assert says in keras_post.direction_and_size(here, post)

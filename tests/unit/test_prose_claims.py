@@ -104,6 +104,14 @@ def test_fixed_comparing_words_of_a_rendered_paragraph_need_their_asserts(tmp_pa
         "names 'gone', which no assert of the lesson carries"]
 
 
+def test_markdown_an_exercise_reveals_is_read_as_rendered(tmp_path):
+    revealed = 'exercises.reveal(answer, f"**Found.** {name} was {ratio:.1f}× faster.", markdown=True)'
+    assert [finding.problem for finding in tool.check_notebook(lesson(tmp_path, ("code", revealed)))] == [
+        "renders fixed words that compare (faster) with no assert bound"]
+    printed = 'exercises.reveal(answer, f"**Found.** {name} was {ratio:.1f}× faster.")'
+    assert tool.check_notebook(lesson(tmp_path, ("code", printed))) == []  # printed text is not Markdown
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_every_comparison_of_a_lesson_is_rendered_or_asserted(path):
     assert [str(finding) for finding in tool.check_notebook(path)] == []

@@ -179,4 +179,5 @@ def test_the_npshmex_table_reads_the_newest_transport_results_that_have_its_rows
     assert "under 1" not in table  # ours at 2× its floor: nothing to explain
     rows[1]["ratio_to_warm_floor"] = 0.96
     (tmp_path / "vm-2026-11-27-transport-npshmex.json").write_text(json.dumps({"rows": rows}))
-    assert "A ratio under 1 (here 0.96×) is two timings of the same copy" in npshmex_echo.reference_table(tmp_path)
+    table = npshmex_echo.reference_table(tmp_path)
+    assert "A ratio under 1 (here 0.96×) is two timings of the same copy" in table
