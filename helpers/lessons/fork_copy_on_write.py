@@ -75,9 +75,10 @@ def inherited(name: str):
     if value is None:
         raise RuntimeError(
             f"helpers.lessons.fork_copy_on_write.{name} is None in this worker: nothing was "
-            "inherited. A child started with spawn or forkserver imports modules afresh and gets none "
-            "of the parent's globals; fork it (mp.get_context('fork')), or send the data, or share it "
-            "(lesson 07)"
+            "inherited. Either it was forked before the global was set (set it first, then create the "
+            "Pool or Process), or it was started with spawn or forkserver, which import modules afresh "
+            "and get none of the parent's globals: fork it (mp.get_context('fork')), or send the data, "
+            "or share it (lesson 07)"
         )
     return value
 
@@ -85,6 +86,12 @@ def inherited(name: str):
 def sum_inherited_array(_connection) -> float:
     """Task: sum the inherited ``ARRAY``; reads every page, writes none."""
     return float(np.sum(inherited("ARRAY")))
+
+
+def sum_inherited_part(bounds: tuple[int, int]) -> float:
+    """Pool task: sum ``ARRAY[start:stop]`` of the inherited array, for ``bounds = (start, stop)``."""
+    start, stop = bounds
+    return float(np.sum(inherited("ARRAY")[start:stop]))
 
 
 def write_inherited_array(_connection) -> float:

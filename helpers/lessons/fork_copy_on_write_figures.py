@@ -46,7 +46,7 @@ def growth_table(fans: Mapping[str, FanOut], unit_bytes: int) -> str:
     def cell(n_bytes: float) -> str:
         return f"{format_bytes(n_bytes)} ({n_bytes / unit_bytes:.2f})"
 
-    rows = [("fan-out", "tree RSS growth", "tree PSS growth", "parent's USS", "workers' USS",
+    rows = [("fan-out", "tree RSS growth", "tree PSS growth", "parent's USS now", "workers' USS now",
              "each worker's task made private")]
     for name, fan in fans.items():
         tasks = ", ".join(cell(w.uss_growth) for w in fan.workers)
