@@ -27,6 +27,7 @@ from helpers.lessons import workers
 from helpers.lessons.demos import (
     HOLD_SECONDS,
     SETTLE_SECONDS,
+    format_measure_table,
     hold,
     join_or_kill,
     wait_until_ready,
@@ -307,6 +308,23 @@ def arrays_counted(measures: Mapping[str, float | None], array_bytes: int,
     if data is not None:
         counted["USS sum"], counted["PSS sum"] = data["uss"] / array_bytes, data["pss"] / array_bytes
     return counted
+
+
+def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Mapping[str, float],
+                 array_bytes: int, share: float = 0.05) -> str:
+    """What answers the exercise, as text: ``demos.format_measure_table`` of ``columns`` (bytes grown
+    per workload; the last one is the shared segment's), the check's counts (``arrays_counted``), and
+    a note naming the last column's rows that moved by under ``share`` of an array either way: noise
+    that counts 0 arrays."""
+    lines = [format_measure_table(dict(columns), array_bytes),
+             "checked (USS and PSS without file pages): "
+             + ", ".join(f"{name} {arrays:z.2f}" for name, arrays in counted.items()) + " arrays"]
+    small = [f"{row} {format_bytes(grew)}" for row, grew in list(columns.values())[-1].items()
+             if grew is not None and abs(grew) < share * array_bytes]
+    if small:
+        lines.append(f"counts 0 arrays, under {share:.0%} of one either way (heaps and library pages move a "
+                     f"little between samples): {'; '.join(small)}")
+    return "\n".join(lines)
 
 
 def _nearest_count(arrays: float, n_workers: int) -> int:

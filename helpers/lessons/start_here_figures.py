@@ -28,8 +28,8 @@ def plot_rss_and_pss(report):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True, layout="constrained")
-    report.plot("rss", ax=axes[0], title="RSS: every reader counts the whole segment")
-    report.plot("pss", ax=axes[1], title="PSS: each reader counts its share")
+    report.plot("rss", ax=axes[0], title="RSS of each process and of the tree")
+    report.plot("pss", ax=axes[1], title="PSS of each process and of the tree")
     return fig
 
 
