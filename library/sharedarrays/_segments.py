@@ -13,6 +13,7 @@ import logging
 import mmap
 import os
 import pickle
+import sys
 import threading
 import weakref
 from multiprocessing import util
@@ -219,11 +220,18 @@ class Mapping:
             self.map = None
 
 
+# Python's mmap keeps a duplicate of the file descriptor for each map unless told not to (3.13+):
+# without this, every segment a process keeps mapped holds an open file, and a receiver keeping many
+# arrays hits its open-file limit (``ulimit -n``) as torch's ``file_descriptor`` strategy does.
+_NO_DUPLICATE_FD = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+
+
 def _map_whole(fd: int, access: int) -> mmap.mmap | None:
     """The whole of the segment open as ``fd`` mapped (``mmap`` reads its size itself: one system
-    call less than asking first), or None when it holds no bytes (nothing to map)."""
+    call less than asking first), or None when it holds no bytes (nothing to map). From Python 3.13
+    the map keeps no duplicate of ``fd``: a mapped segment holds no open file (before 3.13, one)."""
     try:
-        return mmap.mmap(fd, 0, access=access)
+        return mmap.mmap(fd, 0, access=access, **_NO_DUPLICATE_FD)
     except ValueError:  # "cannot mmap an empty file"
         if os.fstat(fd).st_size == 0:
             return None
