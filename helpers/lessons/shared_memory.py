@@ -6,8 +6,8 @@ Python interpreter started with ``subprocess``, and the caller gets a ``ChildOut
 (exit status, what it printed, whether the segment still exists afterwards). Also here: the
 by-hand copy into a new segment (``copy_into_new_segment``), ``attach_and_hold_in_workers``, which
 holds workers idle and then attached, so the memory a shared array costs can be measured between
-two steady states, and ``EXERCISE``, the lesson's "Your turn". The shared table and the forked
-child's object read are in ``helpers.lessons.shared_memory_tables``.
+two steady states, and ``EXERCISE``, the lesson's "Your turn". The shared table is in
+``helpers.lessons.shared_memory_tables``.
 """
 
 from __future__ import annotations
@@ -129,8 +129,9 @@ ATTACH_WITH_HELPERS = """
 def attach_and_exit(handle: ArrayHandle, way: str) -> ChildOutcome:
     """A fresh interpreter attaches a 1-D float64 shared array, prints its sum and exits cleanly.
 
-    ``way='stdlib'``: ``SharedMemory(name=...)``, which on Python 3.8-3.12 registers the segment
-    with the child's own resource tracker, so the child's exit unlinks it and warns of a "leak".
+    ``way='stdlib'``: ``SharedMemory(name=...)``, which registers the segment with the child's own
+    resource tracker (on every Python; 3.13's ``track=False`` is not the default), so the child's
+    exit unlinks it and warns of a "leak" (seen on 3.11.7, 3.12.1 and 3.13.0).
     ``way='helpers'``: ``sharedarrays.shm.attach``, which does not register it.
     """
     if way == "stdlib":
