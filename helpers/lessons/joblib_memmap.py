@@ -33,6 +33,7 @@ from helpers.lessons.exercises import Exercise
 from helpers.lessons.memmap import FileMemory, file_memory_in_tree
 from helpers.lessons.workers import touch_pages
 from helpers.measure.leftovers import SHM_DIR, TEMP_PREFIX, temp_dir
+from helpers.measure.units import format_bytes
 
 FOLDER_PREFIX = "joblib_memmapping_folder_"
 BACKEND = "loky"  # joblib's default, named: loky workers are fresh interpreters (fork + exec, like spawn)
@@ -78,9 +79,11 @@ def joblib_temp_root(temp_folder: str | os.PathLike | None = None) -> TempRoot:
     if SHM_DIR.is_dir():
         stats = os.statvfs(SHM_DIR)
         free = stats.f_bsize * stats.f_bavail
+        threshold = SYSTEM_SHARED_MEM_FS_MIN_SIZE
+        limit = f"joblib's {threshold / 1e9:.0f} GB ({format_bytes(threshold)})"
         if free > SYSTEM_SHARED_MEM_FS_MIN_SIZE:
-            return TempRoot(SHM_DIR, f"/dev/shm has {free / 1e9:.1f} GB free, over joblib's 2 GB")
-        return TempRoot(temp_dir(), f"/dev/shm has {free / 1e9:.2f} GB free, under joblib's 2 GB")
+            return TempRoot(SHM_DIR, f"/dev/shm has {format_bytes(free)} free, over {limit}")
+        return TempRoot(temp_dir(), f"/dev/shm has {format_bytes(free)} free, under {limit}")
     return TempRoot(temp_dir(), "there is no /dev/shm")
 
 
@@ -232,10 +235,14 @@ def workers_pss(report, label: str, pids: list[int]) -> float:
 
 
 def describe_argument(array: np.ndarray) -> ArgumentView:
-    """What this worker received as ``array``: an ``ArgumentView``."""
-    filename = getattr(array, "filename", None)
+    """What this worker received as ``array``: an ``ArgumentView``. The file is that of the np.memmap
+    found along ``.base`` (joblib hands a strided view of a file as a plain ndarray over a memmap)."""
+    mapped = array
+    while mapped is not None and not isinstance(mapped, np.memmap):
+        mapped = getattr(mapped, "base", None)
+    filename = getattr(mapped, "filename", None)
     return ArgumentView(type(array).__name__, None if filename is None else str(filename),
-                        bool(array.flags.writeable), getattr(array, "mode", None), float(array[0]),
+                        bool(array.flags.writeable), getattr(mapped, "mode", None), float(array.flat[0]),
                         os.getpid())
 
 
@@ -258,9 +265,9 @@ def hold_argument(array: np.ndarray | None, folder: str) -> int:
 # --- The exercise: which arrays does joblib memory-map? ---
 
 
-# The right answer for the lesson's four arrays, by the names its ``candidates`` give them.
+# The right answer for the lesson's five arrays, by the names its ``candidates`` give them.
 LESSON_ANSWER = {"joblib_array": WHERE[1], "source[:100]": WHERE[0], "objects": WHERE[0],
-                 "own_file": WHERE[2]}
+                 "mapped": WHERE[2], "mapped[:100]": WHERE[2]}
 
 
 def _check_where(answer, views: dict[str, ArgumentView]) -> str | None:
@@ -277,15 +284,20 @@ EXERCISE = Exercise(
     question=f"For each array, what does a loky worker receive: one of {WHERE}?",
     check=_check_where,
     solution=lambda views: {name: view.where for name, view in views.items()},
-    explanation="joblib dumps an array only when it is over max_nbytes AND holds no Python objects; "
-                "an array already backed by a file crosses as that file's name.",
-    misconceptions=(  # keyed by the lesson's names for its four arrays (``candidates``)
+    explanation="joblib first asks whether an array already lives in a file (an np.memmap, or a view "
+                "of one): then it sends that file's name, whatever the size. Otherwise it dumps the array "
+                "only when it is over max_nbytes AND holds no Python objects.",
+    misconceptions=(  # keyed by the lesson's names for its five arrays (``candidates``)
         ({**LESSON_ANSWER, "objects": WHERE[1]},
          "joblib dumps every argument over max_nbytes, an array of Python objects too"),
         ({**LESSON_ANSWER, "source[:100]": WHERE[1]},
          "a view of a big array is mapped from joblib's file like the array it views"),
-        ({**LESSON_ANSWER, "own_file": WHERE[1]},
+        ({**LESSON_ANSWER, "mapped": WHERE[1]},
          "an np.memmap is dumped again into joblib's folder, like any big array"),
+        ({**LESSON_ANSWER, "mapped[:100]": WHERE[0]},
+         "size alone decides: a small array is pickled, even a slice of a file"),
+        ({**LESSON_ANSWER, "mapped": WHERE[1], "mapped[:100]": WHERE[0]},
+         "big goes to joblib's file, small is pickled, whatever holds the array"),
     ),
 )
 

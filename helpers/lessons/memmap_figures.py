@@ -25,14 +25,13 @@ def describe_places(places: Mapping[str, Path]) -> str:
 
 
 def describe_reads(reads: Mapping[tuple[str, str], Timing], cached: Mapping[str, Mapping[str, float]],
-                   array_bytes: int, in_ram_s: float, floors: Mapping[str, Timing]) -> str:
+                   array_bytes: int, in_ram_s: float, warm_floor_s: float) -> str:
     """The median of each (filesystem, read) timing with its rate, ``np.sum`` over private RAM
-    (``in_ram_s``), the memcpy floors, and the share of the file's pages cached after each step."""
+    (``in_ram_s``), the warm memcpy floor, and the share of the file's pages cached after each step."""
     lines = [f"{kind:>5}, {what:<10}: {format_seconds(timing.median):>8} "
              f"({format_rate(array_bytes / timing.median)})" for (kind, what), timing in reads.items()]
-    warm, fresh = floors["warm"].median, floors["fresh"].median
-    lines.append(f"np.sum of the array in private RAM: {format_seconds(in_ram_s)}; memcpy floor: warm "
-                 f"{format_seconds(warm)}, fresh pages {format_seconds(fresh)}")
+    lines.append(f"np.sum of the array in private RAM: {format_seconds(in_ram_s)}; one warm memcpy of it: "
+                 f"{format_seconds(warm_floor_s)}")
     lines += [f"{kind:>5}: share of pages in the page cache "
               + ", ".join(f"{when}: {share:.0%}" for when, share in shares.items())
               for kind, shares in cached.items()]
@@ -53,13 +52,40 @@ def plot_reads(reads: Mapping[tuple[str, str], Timing], in_ram_s: float, warm_fl
     return ax
 
 
-def describe_fan_out(fan_out: Mapping[str, Timing], floors: Mapping[str, Timing]) -> str:
-    """Each filesystem's fan-out timing and its median in warm memcpy floors, then both floors."""
-    warm, fresh = floors["warm"].median, floors["fresh"].median
-    lines = [f"fan-out, {kind:>5}: {timing}  ({timing.median / warm:.2f}× the warm memcpy floor)"
+def describe_fan_out(fan_out: Mapping[str, Timing], warm_floor_s: float) -> str:
+    """Each filesystem's fan-out timing and its median in warm memcpy floors, then the floor."""
+    lines = [f"fan-out, {kind:>5}: {timing}  ({timing.median / warm_floor_s:.2f}× the warm memcpy floor)"
              for kind, timing in fan_out.items()]
-    lines.append(f"memcpy floor, warm: {format_seconds(warm)}; fresh pages: {format_seconds(fresh)}")
+    lines.append(f"memcpy floor, warm: {format_seconds(warm_floor_s)}")
     return "\n".join(lines)
+
+
+NOISE_BYTES = 2**20  # a tree's memory moves by up to this between two still windows: read as about 0
+
+
+def format_growth_table(columns: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
+    """A text table of ``demos.increase`` columns, one row per tree measure, in bytes and arrays.
+
+    tracemalloc's row is left out (its peak spans the whole tracked block, not one window); a change
+    under ``NOISE_BYTES`` either way reads 'about 0', and a missing value 'n/a'."""
+
+    def cell(value: float | None) -> str:
+        if value is None:
+            return "n/a"
+        if abs(value) < NOISE_BYTES:
+            return "about 0"
+        return f"{format_bytes(value)} ({value / array_bytes:.2f} arrays)"
+
+    names = list(columns)
+    measures = [m for m in dict.fromkeys(m for column in columns.values() for m in column)
+                if not m.startswith("tracemalloc")]
+    rows = [["measure", *names], *([m, *(cell(columns[n].get(m)) for n in names)] for m in measures)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(text.ljust(width) for text, width in zip(row, widths, strict=True)).rstrip()
+             for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    note = f"(about 0: a change under {format_bytes(NOISE_BYTES)}, the noise of a still tree)"
+    return "\n".join([*lines, note])
 
 
 def describe_file_memory(seen: Mapping[str, FileMemory], array_bytes: int) -> str:
@@ -77,25 +103,69 @@ def keep_one_mark_per_state(report) -> None:
         del report.marks[label]
 
 
-def plot_rss_and_pss(report):
-    """RSS (left) and PSS (right) timelines of the tree, processes named by role; the figure."""
+def lift_mark_labels(ax, above: float = 0.03) -> None:
+    """Raise the marks' labels of a timeline off the bottom edge (``above``, in axes fractions), where
+    the frame cut their first letter."""
+    for text in ax.texts:
+        if hasattr(text, "xyann"):  # an annotation: its text stands at xyann
+            text.xyann = (text.xyann[0], above)
+
+
+def workers_of_each_kind(report, kinds: Iterable[str]) -> dict[int, str]:
+    """pid -> '<kind> worker i' for the children seen in each kind's ``'<kind>: workers read holding'``
+    .. ``'... end'`` window (``memmap.map_and_hold_in_workers`` with ``label=f"{kind}: "``); each kind
+    started its own workers. Read before ``keep_one_mark_per_state`` drops the end marks."""
+    named: dict[int, str] = {}
+    for kind in kinds:
+        window = report.window(f"{kind}: workers read holding", f"{kind}: workers read end")
+        seen = {pid for sample in window for pid in sample.processes
+                if report.process_labels.get(pid, "").split(" (")[0] in ("spawned child", "child")}
+        named.update({pid: f"{kind} worker {i}" for i, pid in enumerate(sorted(seen), start=1)})
+    return named
+
+
+def plot_rss_and_pss(report, kinds: Iterable[str] = ("disk", "tmpfs")):
+    """RSS (left) and PSS (right) timelines of the tree, processes named by role (each kind's workers
+    by their kind); the figure."""
     import matplotlib.pyplot as plt
 
-    report.name_roles()
+    report.name_roles(named=workers_of_each_kind(report, kinds))
     keep_one_mark_per_state(report)
     fig, (ax_rss, ax_pss) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained", sharey=True)
     report.plot("rss", ax=ax_rss, title="RSS: each worker counts the file's pages again")
     report.plot("pss", ax=ax_pss, title="PSS: the tree holds the file's pages once")
+    for ax in (ax_rss, ax_pss):
+        lift_mark_labels(ax)
     return fig
 
 
-def plot_joblib_memory(report, worker_pids: Iterable[int]):
-    """The PSS timeline of joblib's workers holding nothing, a pickled and an auto-memmapped array,
-    ``worker_pids`` named worker 1..N in that order; the Axes."""
-    report.name_roles(workers=list(worker_pids))
+def resource_tracker_names(report) -> dict[int, str]:
+    """pid -> whose resource tracker it is (loky's or multiprocessing's), for the trackers still alive."""
+    import psutil
+
+    named = {}
+    for pid, text in report.process_labels.items():
+        if text.startswith("resource tracker"):
+            try:
+                loky = "loky" in " ".join(psutil.Process(pid).cmdline())
+            except psutil.Error:
+                continue
+            named[pid] = "loky's resource tracker" if loky else "multiprocessing's resource tracker"
+    return named
+
+
+def plot_joblib_memory(report, workers: Mapping[str, Iterable[int]]):
+    """The PSS timeline of joblib's workers holding nothing, a pickled and an auto-memmapped array;
+    ``workers`` maps a pool's name to its workers' pids (named '<name> worker i'); the Axes."""
+    named = resource_tracker_names(report)
+    for pool, pids in workers.items():
+        named.update({pid: f"{pool} worker {i}" for i, pid in enumerate(dict.fromkeys(pids), start=1)})
+    report.name_roles(named=named)
     keep_one_mark_per_state(report)
-    return report.plot("pss", title="joblib: one mapped dump (auto-memmap) against a copy per worker "
-                                    "(pickled)")
+    ax = report.plot("pss", title="joblib: one mapped dump (auto-memmap) against a copy per worker "
+                                  "(pickled)")
+    lift_mark_labels(ax)
+    return ax
 
 
 def describe_tmpfs_release(kind: str, still_listed: bool, mapped_after_delete: FileMemory,
@@ -121,12 +191,11 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
     slower = reads["tmpfs", "warm read"].median / reads["disk", "warm read"].median
     timing = f"Its warm read took {format_ratio(slower)}× the disk's"
     if faults["tmpfs"] > 2 * faults["disk"]:
-        pages = ("keeps 4 KiB pages, a few of them mapped at each fault (fault-around), so one fault maps "
-                 "less" if huge in (None, "never", "deny") else
-                 "still mapped fewer pages per fault")
+        pages = ("keeps 4 KiB pages, a few mapped per fault (fault-around)" if huge in (None, "never", "deny")
+                 else "still mapped fewer pages per fault")
         return text + (
-            "The page cache holds a file on disk in large folios (blocks of contiguous pages), and one fault "
-            f"maps a whole folio; this tmpfs (mounted with `huge={huge}`) {pages}. "
+            "On disk the page cache holds the file in large folios (blocks of contiguous pages), one fault "
+            f"mapping a whole folio; this tmpfs (mounted with `huge={huge}`) {pages}. "
             + timing + (": every read maps the file afresh, and tmpfs needs more faults to do it."
                         if slower > 1.1 else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
