@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import statistics
 import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -350,6 +351,15 @@ def track_memory_while_workers_hold(context, n_workers: int, data: np.ndarray) -
     return report
 
 
+def pss_rise(report: memory.MemoryReport, role: str, start: str, end: str) -> float:
+    """Bytes: the highest PSS the process named ``role`` ("parent", "worker 1": ``name_roles``)
+    reached between the marks ``start`` and ``end``, above its median PSS before ``start``."""
+    pid = next(pid for pid, name in report.process_labels.items() if name == role)
+    before = [sample.processes[pid].pss for sample in report.window(0.0, start) if pid in sample.processes]
+    during = [sample.processes[pid].pss for sample in report.window(start, end) if pid in sample.processes]
+    return max(during) - statistics.median(before)
+
+
 def about(ratio: float) -> str:
     """A measured ratio rounded to two significant digits for prose: 9447.2 -> '9,400', 75.04 -> '75',
     2.31 -> '2.3' (timings on a shared machine support no more)."""
@@ -360,7 +370,8 @@ def about(ratio: float) -> str:
 
 
 def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: float, array_bytes: int):
-    """Stacked bars of the stages' medians beside one task end to end, in ms, with the warm floor."""
+    """Stacked bars of the stages' medians (``dumps`` and ``loads`` timed alone, the pipe the rest of a
+    bare round trip) beside one task through a pool, in ms, with the warm floor."""
     import matplotlib.pyplot as plt
 
     from helpers.measure.units import format_bytes
@@ -368,9 +379,9 @@ def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: flo
     _, ax = plt.subplots(figsize=(9, 3), layout="constrained")
     left = 0.0
     for stage, seconds in breakdown.stages.items():
-        ax.barh("its stages, timed apart", seconds * 1e3, left=left * 1e3, label=stage)
+        ax.barh("its stages, outside a pool", seconds * 1e3, left=left * 1e3, label=stage)
         left += seconds
-    ax.barh("one task, end to end", one_task * 1e3, color="grey", label="one task")
+    ax.barh("one task through a pool", one_task * 1e3, color="grey", label="one task")
     ax.axvline(warm_floor * 1e3, color="black", linestyle="--", label="memcpy floor, warm")
     ax.set_xlabel("time (ms)")
     ax.set_title(f"Sending one {format_bytes(array_bytes)} array to a worker, stage by stage")

@@ -122,3 +122,21 @@ def test_unpickle_error_names_what_the_worker_cannot_find():
         fine = executor.submit(pickle_baseline.unpickle_error, pickle.dumps(workers.echo)).result()
     assert error.startswith("AttributeError: Can't get attribute 'no_such_function'")
     assert fine == ""
+
+
+def test_pss_rise_is_the_highest_pss_between_the_marks_above_the_median_before():
+    from helpers.measure.memory import MemoryReport, TreeSample
+    from helpers.measure.proctree import ProcessMemory
+
+    def sample(time, parent_pss, worker_pss):
+        processes = {1: ProcessMemory(rss=0, uss=0, pss=parent_pss),
+                     2: ProcessMemory(rss=0, uss=0, pss=worker_pss)}
+        return TreeSample(time=time, processes=processes, shm=0, cgroup=None)
+
+    samples = [sample(0.0, 100, 5), sample(0.1, 104, 5), sample(0.2, 300, 50), sample(0.3, 220, 90),
+               sample(0.5, 900, 5)]
+    report = MemoryReport(interval=0.01, samples=samples)
+    report.marks.update({"send": 0.15, "all holding": 0.35})
+    report.process_labels.update({1: "parent", 2: "worker 1"})
+    assert pickle_baseline.pss_rise(report, "parent", "send", "all holding") == 300 - 102
+    assert pickle_baseline.pss_rise(report, "worker 1", "send", "all holding") == 90 - 5
