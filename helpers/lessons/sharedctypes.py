@@ -15,12 +15,14 @@ import os
 import statistics
 import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import SynchronizedBase
 
 import numpy as np
 
 from helpers.lessons.exercises import Exercise
+from helpers.measure.timing import Timing, time_it
 
 BARRIER_SECONDS = 60.0  # a worker waiting longer than this for its peers raises BrokenBarrierError
 RUN_TIMEOUT = 120.0  # seconds a CounterPool run may take before the caller gives up
@@ -30,38 +32,45 @@ _worker: dict[str, object] = {}
 
 
 def as_array(shared, dtype=None) -> np.ndarray:
-    """A NumPy view (no copy) of a ``RawArray`` or of the raw object inside an ``Array(lock=True)``.
-
-    The dtype comes from the ctypes element type ('d' -> float64, 'q' -> int64) unless ``dtype``
-    is given. The view keeps the shared memory alive: it is freed when the last view and the
-    ctypes object are gone.
-    """
+    """A NumPy view (no copy) of a ``RawArray``, or of the array inside an ``Array(lock=True)``,
+    of the ctypes element type ('d' -> float64) unless ``dtype`` is given; it keeps the memory alive."""
     raw = shared.get_obj() if isinstance(shared, SynchronizedBase) else shared
     return np.frombuffer(raw, dtype=np.dtype(raw._type_) if dtype is None else dtype)
 
 
 def shared_copy_of(context, array: np.ndarray, lock: bool = False):
-    """Copy ``array`` into a new ``context.RawArray`` (or ``context.Array`` when ``lock``).
+    """``(shared, view)``: a new ``context.RawArray`` (``Array`` when ``lock``) to pass to children at
+    their creation, and a NumPy view of it with ``array``'s shape and dtype, filled by one ``np.copyto``."""
+    ctype, length = ctype_and_length(array)
+    shared = context.Array(ctype, length, lock=lock)  # lock=False: a RawArray
+    view = as_array(shared, array.dtype).reshape(array.shape)
+    np.copyto(view, array)
+    return shared, view
 
-    Returns ``(shared, view)``: the sharedctypes object to pass to children at their creation,
-    and a NumPy view of it with ``array``'s shape and dtype. The data is copied with one
-    ``np.copyto``, not item by item as ``RawArray(typecode, sequence)`` would. A dtype ctypes
-    has no type for (fixed-width strings, records) is stored as bytes: view it in a worker with
-    ``as_array(shared, dtype)``. Object dtypes raise TypeError.
-    """
+
+def ctype_and_length(array: np.ndarray) -> tuple[type, int]:
+    """The ctypes element type and count that hold ``array``: its own type, or bytes for a dtype
+    ctypes has none for (fixed-width strings, records: view them with ``as_array(shared, dtype)``).
+    Object dtypes raise TypeError."""
     if array.dtype.hasobject:
         raise TypeError(
             f"dtype {array.dtype} holds Python objects: pointers into this process's heap cannot "
             "be shared; convert to a numeric or fixed-width string dtype first"
         )
     try:
-        ctype, length = np.ctypeslib.as_ctypes_type(array.dtype), array.size
+        return np.ctypeslib.as_ctypes_type(array.dtype), array.size
     except NotImplementedError:
-        ctype, length = ctypes.c_ubyte, array.nbytes
-    shared = context.Array(ctype, length, lock=lock)
-    view = as_array(shared, array.dtype).reshape(array.shape)
-    np.copyto(view, array)
-    return shared, view
+        return ctypes.c_ubyte, array.nbytes
+
+
+def time_making(make: Callable[[], object], repeat: int = 3) -> Timing:
+    """Seconds ``make()`` takes, what it returns kept until the clock stops: freeing it happens
+    untimed, before the next run (a ``RawArray`` dropped at once would time its own release too)."""
+    made: list[object] = []
+    try:
+        return time_it(lambda: made.append(make()), repeat=repeat, setup=made.clear)
+    finally:
+        made.clear()
 
 
 def _mappings(pid: int | None) -> list[tuple[str, int, int, int]]:
@@ -121,11 +130,8 @@ def write_at(shared, index: int, value: float) -> None:
 
 
 def init_worker(shared, barrier=None, dtype=None) -> None:
-    """Pool initializer: keep a NumPy view of ``shared`` (received at process creation).
-
-    ``barrier`` (a ``context.Barrier(n_workers)``) serves the ``*_together`` tasks; ``dtype``
-    views a byte array (see ``shared_copy_of``) with its true dtype.
-    """
+    """Pool initializer: keep a NumPy view of ``shared`` (received at process creation), of
+    ``dtype`` if given; ``barrier`` (a ``context.Barrier(n_workers)``) serves the ``*_together`` tasks."""
     _worker["array"] = as_array(shared, dtype)
     _worker["barrier"] = barrier
 
@@ -197,9 +203,9 @@ def add_unlocked(view: np.ndarray, counter, lock, iterations: int) -> None:
 
 
 def add_item(view: np.ndarray, counter, lock, iterations: int) -> None:
-    """Add 1 ``iterations`` times through the locked ``Array``'s item access: still loses updates."""
+    """Add 1 ``iterations`` times through the ``Array``'s item access, which takes its lock."""
     for _ in range(iterations):
-        counter[0] += 1  # the read is locked, the write is locked, the pair is not
+        counter[0] += 1
 
 
 def add_locked(view: np.ndarray, counter, lock, iterations: int) -> None:
@@ -219,6 +225,7 @@ def add_locally(view: np.ndarray, counter, lock, iterations: int) -> None:
 
 
 LOOPS = {"unlocked": add_unlocked, "item": add_item, "locked": add_locked, "local": add_locally}
+RACE_ITERATIONS = {"unlocked": 200_000, "item": 20_000, "locked": 50_000, "local": 200_000}  # per worker
 
 
 def compile_line(line: str):
@@ -362,15 +369,18 @@ def median_seconds_per_update(runs: list[IncrementRun], cpu: bool = False) -> fl
 
 
 def increment_table(
-    runs: dict[str, list[IncrementRun]], wall: dict[str, float], cpu: dict[str, float]
+    runs: dict[str, list[IncrementRun]], wall: dict[str, float], cpu: dict[str, float],
+    ways: tuple[str, ...] | None = None,
 ) -> str:
-    """One line per way: expected and counted totals, lost updates (min-max over runs), and the
-    median wall and CPU seconds per update."""
+    """One line per way (of ``ways``, default all): expected and counted totals, lost updates
+    (min-max over runs), and the median wall and CPU seconds per update."""
     from helpers.measure.units import format_seconds
 
     lines = [f"{'way':<31} {'expected':>9} {'counted (min-max)':>19} {'lost (min-max)':>17} "
              f"{'wall':>9} {'CPU':>9}"]
     for way, way_runs in runs.items():
+        if ways is not None and way not in ways:
+            continue
         counted = f"{min(r.count for r in way_runs):,}-{max(r.count for r in way_runs):,}"
         lost = f"{min(r.lost for r in way_runs):,}-{max(r.lost for r in way_runs):,}"
         lines.append(f"{INCREMENT_WAYS[way]:<31} {way_runs[0].expected:>9,} {counted:>19} {lost:>17} "

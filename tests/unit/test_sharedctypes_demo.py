@@ -4,6 +4,7 @@ import ctypes
 import gc
 import multiprocessing as mp
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -134,3 +135,37 @@ def test_counter_pool_counts_exactly_with_the_lock_and_never_more_without():
         assert all(len(run.cpu_seconds) == 2 and min(run.cpu_seconds) > 0 for run in way_runs)
         assert demo.median_seconds_per_update(way_runs) > 0
         assert demo.median_seconds_per_update(way_runs, cpu=True) > 0
+
+
+def test_time_making_keeps_what_it_made_until_the_clock_stops():
+    """Freeing a run's result happens untimed, before the next run: one warm-up and three timed
+    runs, each object gone before the next is made, none kept at the end."""
+    made = []  # weak references to what make() returned
+
+    class Made:
+        pass
+
+    def make():
+        assert not [ref for ref in made if ref() is not None], "the previous object is still alive"
+        made.append(weakref.ref(obj := Made()))
+        return obj
+
+    timing = demo.time_making(make, repeat=3)
+    assert len(timing.runs) == 3 and min(timing.runs) > 0
+    assert len(made) == 4 and all(ref() is None for ref in made)
+
+
+def test_ctype_and_length_keeps_numbers_and_stores_other_dtypes_as_bytes():
+    assert demo.ctype_and_length(np.zeros(3)) == (ctypes.c_double, 3)
+    assert demo.ctype_and_length(np.array(["ab", "cde"], dtype="U3")) == (ctypes.c_ubyte, 24)
+    with pytest.raises(TypeError, match="Python objects"):
+        demo.ctype_and_length(np.array([None]))
+
+
+def test_increment_table_shows_only_the_ways_asked_for():
+    run = demo.IncrementRun("unlocked", 2, 10, 15, (1e-3, 1e-3), (1e-3, 1e-3))
+    runs = {"unlocked": [run], "locked": [demo.IncrementRun("locked", 2, 10, 20, (2e-3,) * 2, (2e-3,) * 2)]}
+    seconds = {"unlocked": 1e-4, "locked": 2e-4}
+    table = demo.increment_table(runs, seconds, seconds, ways=("unlocked",))
+    assert demo.INCREMENT_WAYS["unlocked"] in table and demo.INCREMENT_WAYS["locked"] not in table
+    assert demo.INCREMENT_WAYS["locked"] in demo.increment_table(runs, seconds, seconds)
