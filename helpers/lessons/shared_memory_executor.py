@@ -55,12 +55,16 @@ def submit_with_handles(executor, fn, array: np.ndarray, *args):
         shared.unlink()
 
 
-def segment_steps(array: np.ndarray) -> None:
-    """Steps 1 and 4 of ``submit_with_handles`` alone, no worker: a new segment made by
-    ``SharedNDArray.copy_of`` (its pages reserved and mapped in bulk), the copy, close and unlink."""
-    shared = SharedNDArray.copy_of(array)
-    shared.close()
-    shared.unlink()
+def segment_steps(array: np.ndarray) -> tuple[float, float]:
+    """Steps 1 and 4 of ``submit_with_handles`` alone, no worker: (seconds of ``SharedNDArray.copy_of``,
+    a new segment with its pages reserved and mapped at once, then the copy; seconds of close and
+    unlink, which give the pages back)."""
+    with stopwatch() as made:
+        shared = SharedNDArray.copy_of(array)
+    with stopwatch() as released:
+        shared.close()
+        shared.unlink()
+    return made.seconds, released.seconds
 
 
 @dataclass(frozen=True)
@@ -68,14 +72,17 @@ class CallAndParts:
     """Seconds of a hand-built call and of what it contains, measured in turns (one run of each per
     round, so that a busy moment of the machine slows all four, not one): ``warm``, floor (a);
     ``new_segment``, floor (b) (the copy alone, its pages faulted in one by one); ``segment_steps``,
-    steps 1 and 4 alone (``segment_steps``); ``call``, one ``submit_with_handles``. Wall-clock
-    seconds; ``segment_steps_cpu`` and ``call_cpu``: the CPU seconds the calling thread spent in
-    those (``time.thread_time``: user and kernel time, page faults and zeroing included, never a
-    wait), which a neighbour on the CPU does not change."""
+    steps 1 and 4 alone (``segment_steps``), and within them ``copy_of`` and ``release`` (close and
+    unlink); ``call``, one ``submit_with_handles``. Wall-clock seconds; ``segment_steps_cpu`` and
+    ``call_cpu``: the CPU seconds the calling thread spent in those (``time.thread_time``: user and
+    kernel time, page faults and zeroing included, never a wait), which a neighbour on the CPU does
+    not change."""
 
     warm: Timing
     new_segment: Timing
     segment_steps: Timing
+    copy_of: Timing
+    release: Timing
     call: Timing
     segment_steps_cpu: Timing
     call_cpu: Timing
@@ -96,9 +103,10 @@ def time_call_and_parts(executor, array: np.ndarray, repeat: int = 5) -> CallAnd
             block()
         return watch.seconds, time.thread_time() - cpu_start
 
+    split: list[tuple[float, float]] = []  # (copy_of, close and unlink) of each segment_steps run
     parts = [("warm", lambda: timed(lambda: np.copyto(target, array))),
              ("new_segment", lambda: (copy_floors.new_segment_copy(array)[0], None)),  # the copy alone
-             ("segment_steps", lambda: timed(lambda: segment_steps(array))),
+             ("segment_steps", lambda: timed(lambda: split.append(segment_steps(array)))),
              ("call", lambda: timed(lambda: submit_with_handles(executor, workers.array_nbytes, array)))]
     runs: dict[str, list[float]] = {name: [] for name in ("warm", "new_segment", "segment_steps", "call",
                                                           "segment_steps_cpu", "call_cpu")}
@@ -109,6 +117,7 @@ def time_call_and_parts(executor, array: np.ndarray, repeat: int = 5) -> CallAnd
                 runs[name].append(seconds)
                 if f"{name}_cpu" in runs:
                     runs[f"{name}_cpu"].append(cpu_seconds)
+    runs["copy_of"], runs["release"] = (list(seconds) for seconds in zip(*split[1:], strict=True))
     return CallAndParts(**{name: Timing(tuple(seconds)) for name, seconds in runs.items()})
 
 

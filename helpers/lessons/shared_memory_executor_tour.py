@@ -1,10 +1,14 @@
 """Lesson 08's correctness tour of ``SharedMemoryExecutor``: what comes back from the finished executor
-(nested containers, a record array, an exception, a result that views its argument, a worker's writes)
-and what it does with an array bigger than ``/dev/shm``. Sizes are bytes.
+(nested containers, a record array, an exception, a result that views its argument, a worker's writes),
+what it does with an array bigger than ``/dev/shm``, and the race a done callback loses
+(``unpack_in_a_done_callback``). Sizes are bytes.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,13 +123,17 @@ class TooBig:
 
 
 def submit_too_big(context, source: np.ndarray, idle_cap_bytes: int) -> TooBig:
-    """Submit a broadcast view a MiB larger than the free ``/dev/shm`` (one number, so it uses no memory
-    here) when pickling it is quick or cannot fit; then check that the executor still works."""
-    too_big_bytes = (system.shm_free() or 0) + MiB
+    """Submit a broadcast view (one number, so it uses no memory here) larger than the free ``/dev/shm``:
+    by a MiB where pickling that is quick (the executor pickles it), else a MiB larger than the memory
+    available too (pickling cannot fit: MemoryError); then check that the executor still works. Not
+    run where the machine does not say how much memory is available."""
+    too_big_bytes, available = (system.shm_free() or 0) + MiB, system.available_memory()
+    if too_big_bytes > PICKLE_AT_MOST_BYTES:
+        too_big_bytes = max(too_big_bytes, available + MiB)
     too_big = np.broadcast_to(np.random.default_rng(5).random(1), (too_big_bytes // 8,))
     outcome, fallbacks, said = "not run", 0, []
     with SharedMemoryExecutor(1, context, idle_cap_bytes=idle_cap_bytes) as executor:
-        if too_big_bytes <= PICKLE_AT_MOST_BYTES or 2 * too_big_bytes > system.available_memory():
+        if too_big_bytes <= PICKLE_AT_MOST_BYTES or available < sys.maxsize:
             with notices_of_sharedarrays() as said:
                 try:
                     arrived = executor.submit(workers.array_nbytes, too_big).result()
@@ -135,3 +143,42 @@ def submit_too_big(context, source: np.ndarray, idle_cap_bytes: int) -> TooBig:
             fallbacks = executor.pickled_fallbacks
         still_works = bool(np.isclose(executor.submit(workers.sum_array, source).result(), source.sum()))
     return TooBig(too_big.nbytes, outcome, fallbacks, list(said), still_works)
+
+
+@dataclass(frozen=True)
+class CallbackRace:
+    """Type names of what a thread already waiting in ``result()`` got (``waiter_got``) and of what
+    ``result()`` gave once the done callback had run (``after_callback``)."""
+
+    waiter_got: str
+    after_callback: str
+
+
+def unpack_in_a_done_callback(context, array: np.ndarray) -> CallbackRace:
+    """The way npshmex ruled out ("someone can get at the result before the callback runs"): a stdlib
+    pool's worker returns the handle of ``array``'s segment, and a done callback swaps the stdlib
+    future's result for the array. ``set_result`` wakes waiting threads before it runs callbacks,
+    and nothing makes them wait for those: here the callback waits (up to 10 s) until the waiting
+    thread has its value, so that the order it can lose in happens on every run."""
+    waiter_got, waiter_done, unpacked = [], threading.Event(), threading.Event()
+    with SharedNDArray.copy_of(array) as shared, ProcessPoolExecutor(1, mp_context=context) as pool:
+        future = pool.submit(workers.echo, shared.handle)  # the worker answers with the handle
+
+        def wait_for_result() -> None:
+            try:
+                waiter_got.append(type(future.result()).__name__)
+            finally:
+                waiter_done.set()
+
+        def unpack(done: Future) -> None:
+            waiter_done.wait(10)
+            done._result = shared.array  # the handle swapped for the array (a private attribute)
+            unpacked.set()
+
+        waiter = threading.Thread(target=wait_for_result)
+        waiter.start()  # before the callback: in whichever order the worker answers, it waits first
+        future.add_done_callback(unpack)
+        waiter.join()
+        unpacked.wait(10)
+        after_callback = type(future.result()).__name__
+    return CallbackRace(waiter_got[0], after_callback)

@@ -68,9 +68,12 @@ def test_a_hand_built_call_and_what_it_contains_are_timed_in_turns():
     array = random_array(4 * MiB)
     with ProcessPoolExecutor(1, mp_context=SPAWN) as pool:
         parts = shared_memory_executor.time_call_and_parts(pool, array, repeat=2)
-    timings = (parts.warm, parts.new_segment, parts.segment_steps, parts.call, parts.segment_steps_cpu,
-               parts.call_cpu)
+    timings = (parts.warm, parts.new_segment, parts.segment_steps, parts.copy_of, parts.release, parts.call,
+               parts.segment_steps_cpu, parts.call_cpu)
     assert all(len(timing.runs) == 2 for timing in timings), timings
+    within = zip(parts.segment_steps.runs, parts.copy_of.runs, parts.release.runs, strict=True)
+    for steps, made, released in within:  # copy_of, then close and unlink: timed inside the steps' run
+        assert made + released <= steps
     assert parts.call.min > parts.warm.min  # a call copies the array into new pages, then a round trip
     # this thread's CPU: the call does the steps' work (freeing the pages may fall to the worker), no waiting
     assert parts.call_cpu.min >= 0.75 * parts.segment_steps_cpu.min, (parts.call_cpu, parts.segment_steps_cpu)

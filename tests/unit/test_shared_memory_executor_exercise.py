@@ -80,3 +80,19 @@ def test_the_table_holds_at_least_the_bytes_asked_for():
     table = shared_memory_executor_tour.make_table(MiB)
     assert table.nbytes >= MiB and table.dtype == shared_memory_executor_tour.ROW
     assert set(np.unique(table["ticker"])) <= {"AAPL", "MSFT", "NVDA", "SPY"}
+
+
+def test_a_thread_waiting_on_a_stdlib_future_gets_the_handle_before_a_done_callback_swaps_it():
+    array = np.random.default_rng(3).random(MiB // 8)
+    race = shared_memory_executor_tour.unpack_in_a_done_callback(SPAWN, array)
+    assert race.waiter_got == "ArrayHandle" and race.after_callback == "ndarray"
+
+
+def test_an_array_larger_than_dev_shm_is_pickled_or_refused_and_the_executor_goes_on():
+    source = np.random.default_rng(4).random(MiB // 8)
+    too_big = shared_memory_executor_tour.submit_too_big(SPAWN, source, 8 * MiB)
+    if too_big.outcome.startswith("pickled"):
+        assert too_big.fallbacks == 1 and len(too_big.notices) == 1
+    else:  # larger than the memory available too: refused before a byte is written
+        assert too_big.outcome.startswith("MemoryError: ") and "pickling it instead" in too_big.outcome
+    assert too_big.still_works
