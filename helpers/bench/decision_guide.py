@@ -133,7 +133,8 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "joblib": {
         "writable": _c("no: read-only views (mmap_mode='r'); a reused Parallel misses in-place changes",
                        "06", short="read-only"),
-        "start_methods": _c("loky's own workers (fresh interpreters, like spawn)", "06", short="loky's own"),
+        "start_methods": _c("loky's own workers (fresh interpreters, like spawn)", "06",
+                            short="loky's (spawn-like)"),
         "os": _c("Linux (tested); any OS per the joblib docs", "06", short="any†"),
         "crash_cleanup": _c("worker killed: dump removed; parent killed: dump stays while its workers live",
                             "06", short="dump may stay"),
@@ -145,8 +146,9 @@ GUIDE: dict[str, dict[str, Cell]] = {
         "writable": _c("yes, seen by every process", "07", "08", short="yes"),
         "start_methods": _c("any: attach by name", "07", short="any"),
         "os": _c("Linux (tested); macOS, Windows too per the Python docs", "07", short="any†"),
-        "crash_cleanup": _c("named: stays unless the resource tracker unlinks it", "07", "08",
-                            short="stays unless unlinked"),
+        "crash_cleanup": _c("named: the resource tracker unlinks it once the killed program's last process "
+                            "has gone; a stdlib pool's orphaned workers keep it until they exit", "07", "08",
+                            short="tracker unlinks"),
         "multi_node": _c(NO_NODE, "07", short="no"),
         "object_dtype": _c("no: a child crashed (SIGSEGV); helpers refuse it", "07", short="no (crashes)"),
     },

@@ -46,6 +46,7 @@ CHUNK_BYTES = 16 * MiB  # the array crosses the pipe in pieces of this size (one
 WATCH_SECONDS = 0.5  # how often this side records the child's processes while it waits
 STOP_SECONDS = 60.0  # a child told to stop gets this long to shut Ray down itself
 KILL_SECONDS = 10.0  # how long to wait for killed processes to be gone
+LOCAL_ONLY_VARIABLE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's node address is 127.0.0.1
 CHILD_RAM = 256 * MiB  # the child's interpreter with NumPy and Ray imported, rounded up
 _RAY_FOLDER = re.compile(rf"(/[^\s=:,]*/{re.escape(TEMP_PREFIX)}ray-[A-Za-z0-9_]+)")
 
@@ -81,6 +82,10 @@ def serve(connection, layout: tuple, scratch: str, run: Callable,
     instance shared by them); every ``with`` block unwinds on the way out, so Ray shuts down."""
     _state.inside = True
     tempfile.tempdir = scratch
+    # One local node: take 127.0.0.1 as its address, as Ray does on macOS and Windows. On Linux Ray
+    # would probe a public DNS server for it and, where none can be reached (a container or
+    # namespace without a network), write a warning to stderr, which a lesson would then store.
+    os.environ.setdefault(LOCAL_ONLY_VARIABLE, "0")
     _interrupt_once()
     try:
         array = _receive_array(connection, layout)

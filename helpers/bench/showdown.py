@@ -9,6 +9,7 @@ warm memory, (b) a copy into a new shared-memory segment). Times are compared as
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -141,7 +142,7 @@ def plot_times(results: Sequence, floors: tuple[Timing, Timing], ax=None, log: b
     n_bytes = done[0].array_bytes if done else 0
     ax.set_xlabel("median seconds" + (" (log scale)" if log else ""))
     ax.set_title(f"Time: {format_bytes(n_bytes)} of float64, {done[0].n_workers if done else 0} workers")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2)  # below: no bar hidden
     return ax
 
 
@@ -167,9 +168,9 @@ def plot_memory(results: Sequence, ax=None):
     for row, result in zip(rows, done, strict=True):
         if result.pss_added_bytes is None:  # e.g. the second Ray strategy on a shared Ray instance
             ax.text(0.05, row, "memory not measured (see its notes)", va="center", fontsize=8,
-                    color="dimgray")
+                    color="dimgray", zorder=5, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
     ax.set_yticks(list(rows), [r.title for r in done], fontsize=8)
-    ax.invert_yaxis()
+    ax.set_ylim(len(done) - 0.5, -0.5)  # top to bottom, every row whole (a row may have no bar)
     if done:
         ax.axvline(1, color="black", linestyle="--", label="one array")
         ax.axvline(done[0].n_workers, color="tab:red", linestyle=":", label="one array per worker")
@@ -204,19 +205,12 @@ def claims_from_medians(medians: dict[str, float]) -> list[Claim]:
             _ray_by_value_slower(medians)]
 
 
-def pickle_over_fastest_sharing(medians: dict[str, float]) -> float | None:
-    """Pickle's fan-out over the fastest of the blog's ways that share one copy (None if either is
-    missing): the ratio the lesson's check asserts at every size."""
-    sharing = [medians[name] for name in BLOG_ZERO_COPY if name in medians]
-    return medians["pickle"] / min(sharing) if "pickle" in medians and sharing else None
-
-
 def _missing(names: Sequence[str], medians: dict) -> list[str]:
     return [name for name in names if name not in medians]
 
 
 def _pickle_much_slower(medians: dict) -> Claim:
-    text = (f"pickle far slower (≥ {MUCH_SLOWER:g}×) than the ways that share (fork, sharedctypes, "
+    text = (f"pickle far slower (≥ {MUCH_SLOWER:g}× the slowest way that shares: fork, sharedctypes, "
             "SharedMemory, ray.put, memmap)")
     others = {name: medians[name] for name in BLOG_OTHERS if name in medians}
     if "pickle" not in medians or not others:
@@ -271,37 +265,72 @@ def format_claims(claims: Sequence[Claim]) -> str:
 
 @dataclass(frozen=True)
 class ClaimColumn:
-    """The blog's claims checked on one run at one size: this run's, or a reference's."""
+    """The blog's claims checked on one run at one size: this run's, or a reference's;
+    ``timed_runs``: how many timed runs each fan-out median rests on (None: not known, a reference)."""
 
     label: str
     size_bytes: int
     claims: list[Claim]
+    timed_runs: int | None = None
 
 
 def claims_by_size(results: Sequence, references: Sequence) -> list[ClaimColumn]:
     """The blog's claims on this run, then on each reference (``showdown_reference.Reference``, one
     per size, ratios to its floor (a): a ratio to one floor ranks the ways as seconds do)."""
     here = results[0].array_bytes if results else 0
-    columns = [ClaimColumn(f"this run ({format_bytes(here)})", here, blog_claims(results))]
+    runs = [len(r.fan_out.runs) for r in ran(results).values() if r.fan_out is not None]
+    columns = [ClaimColumn(f"this run ({format_bytes(here)})", here, blog_claims(results),
+                           min(runs, default=None))]
     for reference in references:
         columns.append(ClaimColumn(f"reference ({format_bytes(reference.size_bytes)})",
                                    reference.size_bytes, claims_from_medians(reference.fan_out_ran)))
     return columns
 
 
-def _cell(claim: Claim) -> str:
+# A verdict on this run that rests on a ratio within this factor of 1, from a single timed run, is
+# within the noise of one run (the lesson's checks assert only factors of two or more), unless the
+# reference at the same size gives the same verdict.
+NOISE_FACTOR = 2.0
+WITHIN_NOISE = "within noise at one run"
+
+
+def within_noise(claim: Claim, column: ClaimColumn, same_size: Claim | None) -> bool:
+    """True when ``claim`` (of ``column``) rests on one timed run and a ratio under ``NOISE_FACTOR``
+    either way from 1, and ``same_size`` (the reference's verdict at that size, if any) differs."""
+    return (column.timed_runs == 1 and claim.factor is not None and claim.holds is not None
+            and 1 / NOISE_FACTOR < claim.factor < NOISE_FACTOR
+            and (same_size is None or same_size.holds != claim.holds))
+
+
+def noisy_verdicts(columns: Sequence[ClaimColumn]) -> list[list[bool]]:
+    """For each column, for each of its claims: ``within_noise`` against the other column of the
+    same size, if any (the reference beside this run)."""
+    marks = []
+    for column in columns:
+        twins = [other for other in columns if other is not column and other.size_bytes == column.size_bytes]
+        marks.append([within_noise(claim, column, twins[0].claims[index] if twins else None)
+                      for index, claim in enumerate(column.claims)])
+    return marks
+
+
+def _cell(claim: Claim, noisy: bool = False) -> str:
     figure = "" if claim.factor is None else f" ({format_ratio(claim.factor)}×)"
+    if noisy:
+        return f"{WITHIN_NOISE}{figure}"
     return {True: "holds", False: "**no**", None: "cannot tell"}[claim.holds] + figure
 
 
 def claims_markdown(columns: Sequence[ClaimColumn]) -> str:
     """A Markdown table, one row per claim (what the blog found, with the threshold the check uses):
-    the verdict and its ratio on the blog's own timings, then in each column."""
+    the verdict and its ratio on the blog's own timings, then in each column; a verdict of a
+    column timed once that is ``within_noise`` says so in place of its verdict."""
     blog = claims_from_medians(BLOG_MS)  # the blog's own timings, checked by the same code
     header = f"| the blog's claim | {BLOG_LABEL} | " + " | ".join(c.label for c in columns) + " |"
     lines = [header, "|" + "---|" * (len(columns) + 2)]
+    noisy = noisy_verdicts(columns)
     for index, claim in enumerate(columns[0].claims):
-        cells = " | ".join(_cell(column.claims[index]) for column in columns)
+        cells = " | ".join(_cell(column.claims[index], marks[index]) for column, marks in zip(columns, noisy,
+                                                                                          strict=True))
         lines.append(f"| {claim.claim} | {_cell(blog[index])} | {cells} |")
     return "\n".join(lines)
 
@@ -361,14 +390,75 @@ def memory_groups(results: Sequence) -> dict[str, list[str]]:
     return groups
 
 
+# The strategies that pickle the array (or unpickle it) in a process of the tree: at an array under
+# glibc's GLIBC_MMAP_THRESHOLD_MAX, the freed buffers stay in that process's heap for reuse.
+PICKLE_THE_ARRAY = ("pickle", "send_once", "manager", "joblib", "dask_by_value", "dask_scatter")
+
+
+def _verb(names: Sequence[str], one: str, many: str) -> str:
+    return one if len(names) == 1 else many
+
+
+def _their(names: Sequence[str]) -> str:
+    return _verb(names, "its", "their")
+
+
+def kept_buffers(results: Sequence, references: Sequence) -> str:
+    """Markdown, in plain words: which ways added more than their copies in ``results`` and why (a
+    way that pickles the array, at an array under glibc's 32 MiB: freed buffers the allocator
+    keeps), with what the first of the ``references`` above that size measured for them; any other
+    such way, with the reference at this run's size; "" when none did."""
+    added, more = added_arrays(results), memory_groups(results)["more"]
+    if not more:
+        return ""
+    array_bytes = next(iter(ran(results).values())).array_bytes
+
+    def names(group: list[str]) -> str:
+        return ", ".join(f"`{name}` ({added[name]:+z.2f})" for name in group)
+
+    def measured(reference, group: list[str]) -> str:
+        return ", ".join(f"`{name}` {reference.pss_added[name]:+z.2f}" for name in group
+                         if reference.pss_added.get(name) is not None)
+
+    if array_bytes >= GLIBC_MMAP_THRESHOLD_MAX:
+        return f"{names(more)} added more than {_their(more)} copies; this run does not say why."
+    pickling = [name for name in more if name in PICKLE_THE_ARRAY]
+    others = [name for name in more if name not in PICKLE_THE_ARRAY]
+    parts = []
+    if pickling:
+        text = (f"{names(pickling)} {_verb(pickling, 'holds', 'hold')} more than {_their(pickling)} copies: "
+                "a process that pickled or unpickled the array keeps the freed buffers for reuse (glibc "
+                f"does, for blocks under {format_bytes(GLIBC_MMAP_THRESHOLD_MAX)}).")
+        larger = next((r for r in references if r.size_bytes >= GLIBC_MMAP_THRESHOLD_MAX), None)
+        if larger is not None and measured(larger, pickling):
+            text += (f" The reference at {format_bytes(larger.size_bytes)}, above that: "
+                     f"{measured(larger, pickling)}.")
+        parts.append(text)
+    if others:
+        text = (f"{names(others)} added more than {_their(others)} copies here, which this run does not "
+                "explain")
+        same = next((r for r in references if r.size_bytes == array_bytes), None)
+        if same is not None and measured(same, others):
+            text += f"; the reference at {format_bytes(array_bytes)}: {measured(same, others)}"
+        parts.append(text + ".")
+    return " ".join(parts)
+
+
+def memory_note(results: Sequence, references: Sequence) -> str:
+    """Plain text to read before the table's memory columns: what they count, and ``kept_buffers``."""
+    text = ("PSS + and shm +: what the tree's PSS and /dev/shm added while every worker held the array, "
+            "in arrays (+1.00: one more copy on the machine; shm + is part of PSS +, not on top of it).")
+    more = kept_buffers(results, references).replace("`", "")
+    return textwrap.fill(f"{text} {more}".strip(), 100)
+
+
 def memory_what_to_see(results: Sequence, references: Sequence) -> str:
     """Markdown for lesson 11's memory plot, every group and figure read from ``results`` (and, for
     a way that added more than its copies, from the larger sizes of the ``references``)."""
     added, groups = added_arrays(results), memory_groups(results)
     if not added:
         return "*What to see:* no strategy's memory was measured in this run."
-    first = next(iter(ran(results).values()))
-    n_workers, array_bytes = first.n_workers, first.array_bytes
+    n_workers = next(iter(ran(results).values())).n_workers
 
     def names(group: str) -> str:
         return ", ".join(f"`{name}` ({added[name]:+z.2f})" for name in groups[group])
@@ -379,26 +469,22 @@ def memory_what_to_see(results: Sequence, references: Sequence) -> str:
         "per worker": f"add one array per worker ({n_workers}): each has a copy",
         "per worker and one": "add one per worker and one more, the manager's own",
     }
-    parts = [f"{names(group)} {text}" for group, text in said.items() if groups[group]]
+    parts = [f"{names(group)} {_verb(groups[group], 'adds', 'add')}{text[3:]}" for group, text in said.items()
+             if groups[group]]
     text = "*What to see* (arrays added): " + "; ".join(parts) + "."
-    if groups["more"] and array_bytes >= GLIBC_MMAP_THRESHOLD_MAX:
-        text += f" {names('more')} added more than their copies; this run does not say why."
-    elif groups["more"]:
-        larger = [r for r in references if r.size_bytes >= GLIBC_MMAP_THRESHOLD_MAX]
-        text += (f" {names('more')} added more than their copies: freed buffers the allocator keeps "
-                 f"(glibc: blocks under {format_bytes(GLIBC_MMAP_THRESHOLD_MAX)}; this array: "
-                 f"{format_bytes(array_bytes)}).")
-        if larger:
-            at = "; ".join(f"{format_bytes(r.size_bytes)}: " + ", ".join(
-                f"`{name}` {r.pss_added[name]:+z.2f}" for name in groups["more"]
-                if r.pss_added.get(name) is not None) for r in larger)
-            text += f" In the reference, above that size: {at}."
-    return text
+    return f"{text} {kept_buffers(results, references)}".strip()
 
 
 # The strategies whose round trip brings the result back pickled through a pipe (their mechanisms'
 # notes say so): a pickled copy of the result on top of making it.
 RESULT_PICKLED_BACK = ("pickle", "send_once", "manager", "fork_cow", "joblib")
+# The strategies whose worker writes array + 1 into a result array made at set-up, which the caller
+# then reads where it lies (their mechanisms' notes say so): the warm-up already touched its pages.
+RESULT_WRITTEN_IN_PLACE = ("sharedctypes", "memmap_disk", "memmap_tmpfs", "shared_memory")
+# The strategies that copy the array for every task (``strategies.STRATEGIES[name].copies`` says
+# "per task", or "per read" for the manager: one read per task): the lesson's hypothesis names them.
+COPY_PER_TASK = ("pickle", "manager", "executor", "reducer_torch", "reducer_shared_memory", "ray_by_value",
+                 "dask_by_value")
 
 
 def _span(ratios: dict[str, float]) -> str:
@@ -406,30 +492,67 @@ def _span(ratios: dict[str, float]) -> str:
     return f"{ratios[low]:.3g}× (`{low}`) to {ratios[high]:.3g}× (`{high}`)"
 
 
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)
+
+
+def _range(ratios: Sequence[float]) -> str:
+    low, high = format_ratio(min(ratios)), format_ratio(max(ratios))
+    return f"{low}×" if low == high else f"{low}× to {high}×"
+
+
+def _round_trips_against_floor_b(trip: dict[str, float], slow_trips: list[str], fresh_over_warm: float
+                                 ) -> str:
+    """The sentence on the slowest round trips: which pickle their result back, and what those and
+    the ways that write it into a result made at set-up took in multiples of floor (b)."""
+    pickled = [name for name in slow_trips if name in RESULT_PICKLED_BACK]
+    if not pickled:
+        return "None of the slowest round trips pickles its result back here."
+    text = (f"Of the {len(slow_trips)} slowest round trips, {len(pickled)} ({_names(pickled)}) bring the "
+            f"result back pickled through a pipe: {_range([trip[n] / fresh_over_warm for n in pickled])} "
+            "floor (b)")
+    in_place = [name for name in RESULT_WRITTEN_IN_PLACE if name in trip]
+    if in_place:
+        text += (f"; those that write it into a result made at set-up ({_names(in_place)}) took "
+                 f"{_range([trip[n] / fresh_over_warm for n in in_place])} floor (b)")
+    return text + "."
+
+
+def _hypothesis(fan: dict[str, float]) -> str:
+    """Whether the lesson's hypothesis held on the fan-outs ``fan`` (× floor (a)): are the ways that
+    copy the array per task the slowest ones?"""
+    per_task = [name for name in COPY_PER_TASK if name in fan]
+    if not per_task or len(per_task) == len(fan):
+        return ""
+    slowest = sorted(fan, key=fan.__getitem__, reverse=True)[:len(per_task)]
+    intruders = [name for name in slowest if name not in per_task]
+    if not intruders:
+        return (f" **The hypothesis held:** the {len(per_task)} slowest fan-outs are the {len(per_task)} "
+                f"ways that copy the array per task ({_names(slowest)}).")
+    left_out = sorted((name for name in per_task if name not in slowest), key=fan.__getitem__, reverse=True)
+
+    def listed(names: list[str]) -> str:
+        return ", ".join(f"`{name}` ({fan[name]:.3g}×)" for name in names)
+
+    def does(names: list[str]) -> str:
+        return "does" if len(names) == 1 else "do"
+
+    return (f" **The hypothesis held in part:** {len(slowest) - len(intruders)} of the {len(slowest)} "
+            f"slowest fan-outs copy the array per task; {listed(intruders)}, which {does(intruders)} not, "
+            f"took longer than {listed(left_out)}, which {does(left_out)}.")
+
+
 def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     """Markdown for lesson 11's time plot, every ordering and spread read from ``results``: the
-    slowest fan-outs, the fan-outs' and the round trips' spread over floor (a), which of the two is
-    closer together, and which ways' round trips are slowest and whether they pickle the result back."""
-    warm = floors[0].median
+    fan-outs' and the round trips' spread over floor (a), which ways' round trips are slowest, whether
+    they pickle the result back and what they took in multiples of floor (b) beside the ways that
+    write it in place, and whether the hypothesis held (``_hypothesis``)."""
+    warm, fresh = floors[0].median, floors[1].median
     done = ran(results)
     fan = {name: r.fan_out.median / warm for name, r in done.items() if r.fan_out is not None}
     trip = {name: r.round_trip.median / warm for name, r in done.items() if r.round_trip is not None}
     if len(fan) < 2 or len(trip) < 2:
         return "*What to see:* too few strategies ran here to compare."
-    slow_fans = sorted(fan, key=fan.__getitem__, reverse=True)[:2]
     slow_trips = sorted(trip, key=trip.__getitem__, reverse=True)[:len(RESULT_PICKLED_BACK)]
-    fan_spread, trip_spread = max(fan.values()) / min(fan.values()), max(trip.values()) / min(trip.values())
-    closer = "closer together than" if trip_spread < fan_spread else "further apart than"
-    pickled = [name for name in slow_trips if name in RESULT_PICKLED_BACK]
-    text = ("*What to see* (× floor (a)): the slowest fan-outs are "
-            + " and ".join(f"`{name}` ({fan[name]:.3g}×)" for name in slow_fans)
-            + f". Fan-outs span {_span(fan)}, round trips {_span(trip)}: the round trips are "
-            f"{closer} the fan-outs. ")
-    if pickled:
-        text += (f"Of the {len(slow_trips)} slowest round trips, {len(pickled)} ("
-                 + ", ".join(f"`{name}`" for name in pickled)
-                 + ") bring the result back pickled through a pipe: a copy more than writing it into "
-                 "shared memory.")
-    else:
-        text += "None of the slowest round trips pickles its result back here."
-    return text
+    return (f"*What to see* (× floor (a)): fan-outs span {_span(fan)}, round trips {_span(trip)}. "
+            + _round_trips_against_floor_b(trip, slow_trips, fresh / warm) + _hypothesis(fan))

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.measure.timing import Timing
-from helpers.measure.units import format_bytes
+from helpers.measure.units import format_bytes, format_rate, format_ratio, format_seconds
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 PATTERN = "*-strategies.json"
@@ -171,3 +172,41 @@ def compare(results: Sequence, floors: tuple[Timing, Timing], reference: Referen
         lines.append(f"{name:<24} {_cell(here_fan):>13} {_cell(reference.fan_out.get(name)):>10} "
                      f"{_cell(here_trip):>16} {_cell(reference.round_trip.get(name)):>10}")
     return "\n".join(lines)
+
+
+def _ratios_here_over_there(results: Sequence, warm: float, reference: Reference) -> list[float]:
+    """Every fan-out and round trip that ran both here and there: (here / floor (a)) over the
+    reference's (its own floor (a))."""
+    ratios = []
+    for r in results:
+        for timing, there in ((r.fan_out, reference.fan_out.get(r.name)),
+                              (r.round_trip, reference.round_trip.get(r.name))):
+            if timing is not None and there:
+                ratios.append(timing.median / warm / there)
+    return ratios
+
+
+def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference: Reference | str | None
+                    ) -> str:
+    """Markdown: floor (a) here and in the ``reference`` (time and rate), how many times faster one
+    machine copies memory, and, row by row, this run's ratios over the reference's (the median and
+    the range); "" without a reference or a row run in both."""
+    if not isinstance(reference, Reference) or not results:
+        return ""
+    warm, size = floors[0].median, results[0].array_bytes
+    ratios = _ratios_here_over_there(results, warm, reference)
+    if not ratios:
+        return ""
+    speed = reference.floor_warm_s / warm * size / reference.size_bytes  # our copy rate over theirs
+    faster = "faster" if speed >= 1 else "slower"
+    median = statistics.median(ratios)
+    text = (f"Floor (a): {format_seconds(warm)} here ({format_rate(size / warm)}), "
+            f"{format_seconds(reference.floor_warm_s)} on the reference's `{reference.host}` "
+            f"({format_rate(reference.size_bytes / reference.floor_warm_s)}): this machine copies "
+            f"{format_ratio(max(speed, 1 / speed))}× {faster}")
+    if (speed > 1) == (median > 1):
+        weighs = "more" if speed > 1 else "fewer"
+        text += f"; a fixed cost (a task's start, a message) does not, so it weighs {weighs} floors (a) here"
+    text += (f". Row by row, this run over the reference is {format_ratio(median)}× at the median "
+             f"({format_ratio(min(ratios))}× to {format_ratio(max(ratios))}×).")
+    return text

@@ -41,14 +41,14 @@ def _check(answer, added_arrays: dict[str, float]) -> str | None:
 
 EXERCISE = Exercise(
     name="at most one array",
-    question=("which of " + ", ".join(CHOICES) + " add at most one array to the machine while every "
-              "worker holds it? Answer with a set of names."),
+    question=("which of " + ", ".join(CHOICES) + " (executor: one submit per worker) add at most one "
+              "array to the machine while every worker holds it? Answer with a set of names."),
     check=_check,
     solution=at_most_one_array,
     explanation=("The ways that map one shared copy (sharedctypes, a tmpfs memmap, SharedMemory) add "
                  "one array however many workers read it, and fork adds none: the workers read the "
-                 "parent's own pages. Pickling, sending once and the executor give each worker (or "
-                 "task) its own copy."),
+                 "parent's own pages. Pickling, sending once and the executor (one submit per worker) "
+                 "give each worker its own copy."),
     misconceptions=(
         ({"send_once", "fork_cow", "sharedctypes", "memmap_tmpfs", "shared_memory"},
          "sending the array once per worker (an initializer) is sharing it: one array in all"),
@@ -68,12 +68,16 @@ def _times(ratios: dict[str, float], name: str) -> str:
     return f"{ratios[name]:.2g}×" if name in ratios else "did not run"
 
 
-def references_found(ratios: dict[str, float], added: dict[str, float], claims: list,
-                     n_workers: int) -> list[str]:
+def references_found(ratios: dict[str, float], added: dict[str, float], claims: list, n_workers: int,
+                     noisy: list[bool] | None = None) -> list[str]:
     """What this run found about each source of the References, one line each: ``ratios`` are
     fan-out medians over floor (a) by strategy (shown as "2.1×"), ``added`` arrays added to the
-    tree's PSS by strategy, ``claims`` the blog's claims checked on this run (``showdown.Claim``)."""
-    held = [c for c in claims if c.holds]
+    tree's PSS by strategy, ``claims`` the blog's claims checked on this run (``showdown.Claim``),
+    ``noisy`` which of them read within noise at one run (``showdown.noisy_verdicts``): counted apart."""
+    noisy = noisy or [False] * len(claims)
+    held = sum(1 for claim, mark in zip(claims, noisy, strict=True) if claim.holds and not mark)
+    blog = f"Blog: {held} of its {len(claims)} claims held in this run"
+    blog += f", {sum(noisy)} within noise at one run." if any(noisy) else "."
 
     def arrays(name: str) -> str:
         return _arrays(added, name)
@@ -82,7 +86,7 @@ def references_found(ratios: dict[str, float], added: dict[str, float], claims: 
         return _times(ratios, name)
 
     return [
-        f"Blog: {len(held)} of its {len(claims)} claims held in this run.",
+        blog,
         f"`SharedMemory`: {arrays('shared_memory')} with {n_workers} workers; "
         f"fan-out {times('shared_memory')}.",
         f"`sharedctypes.RawArray`: {arrays('sharedctypes')}; fan-out {times('sharedctypes')}.",

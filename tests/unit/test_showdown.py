@@ -80,10 +80,21 @@ def test_the_memory_paragraph_groups_what_this_run_measured():
                                                "per worker": ["send_once"], "per worker and one": ["manager"],
                                                "more": ["pickle"]}
     text = showdown.memory_what_to_see(results, [])
-    assert "`pickle` (+5.00) added more than their copies" in text and "allocator keeps" in text
-    assert "`send_once` (+2.01) add one array per worker (2)" in text
+    assert "`pickle` (+5.00) holds more than its copies" in text and "keeps the freed buffers" in text
+    assert "`send_once` (+2.01) adds one array per worker (2)" in text
     big = [StrategyResult(**{**vars(r), "array_bytes": 64 * MiB}) for r in results]
     assert "does not say why" in showdown.memory_what_to_see(big, [])
+    note = showdown.memory_note(results, [])  # plain text, read before the table
+    assert note.startswith("PSS + and shm +:")
+    assert "pickle (+5.00) holds more than its copies" in " ".join(note.split())
+    assert "`" not in note and all(len(line) <= 100 for line in note.splitlines())
+    assert showdown.kept_buffers(results[:3], []) == ""  # none added more than its copies
+    tmpfs = StrategyResult("memmap_tmpfs", strategies.STRATEGIES["memmap_tmpfs"].title, SIZE, 2, None,
+                           setup_s=0.001, fan_out=_timing(0.01), teardown_s=0.01, pss_added_bytes=1.49 * SIZE,
+                           shm_added_bytes=SIZE)  # maps one copy, pickles nothing: not the allocator's
+    text = showdown.kept_buffers([*results, tmpfs], [])
+    assert "`pickle` (+5.00) holds more than its copies" in text and "memmap_tmpfs` (+1.49) holds" not in text
+    assert "`memmap_tmpfs` (+1.49) added more than its copies here, which this run does not explain" in text
 
 
 def test_a_way_whose_workers_map_one_copy_is_not_counted_as_a_copy_per_worker():
@@ -94,16 +105,34 @@ def test_a_way_whose_workers_map_one_copy_is_not_counted_as_a_copy_per_worker():
                             shm_added_bytes=1.0 * SIZE)
     groups = showdown.memory_groups([joblib])
     assert groups["more"] == ["joblib"] and not groups["per worker"]
-    assert "`joblib` (+1.99) added more than their copies" in showdown.memory_what_to_see([joblib], [])
+    assert "`joblib` (+1.99) holds more than its copies" in showdown.memory_what_to_see([joblib], [])
 
 
-def test_the_time_paragraph_says_which_bars_are_closer_together_as_measured():
+def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothesis_as_measured():
     text = showdown.time_what_to_see(BLOG_LIKE, FLOORS)
-    assert "the slowest fan-outs are `pickle` (500×) and `memmap_disk` (30×)" in text
-    assert "round trips are closer together than the fan-outs" in text  # 20× to 400×: 20 against 50
-    wide = [*BLOG_LIKE, _result("sharedctypes", 0.011, 0.002)]  # a round trip of 2× floor (a): 200 wide
-    assert "further apart than the fan-outs" in showdown.time_what_to_see(wide, FLOORS)
-    assert "(`pickle`) bring the result back pickled" in text
+    assert "fan-outs span 10× (`fork_cow`) to 500× (`pickle`), round trips 20× (`shared_memory`) to 400×" \
+        in text
+    # pickle's 400 ms round trip over floor (b)'s 6 ms; shared_memory writes its 20 ms one in place
+    assert "1 (`pickle`) bring the result back pickled through a pipe: 67× floor (b)" in text
+    assert "those that write it into a result made at set-up (`shared_memory`) took 3.3× floor (b)" in text
+    # pickle, the one way here that copies per task, has the slowest fan-out
+    assert "**The hypothesis held:** the 1 slowest fan-outs are the 1 ways" in text
+    late = [*BLOG_LIKE[:-1], _result("ray_by_value", 0.005), _result("joblib", 0.8)]
+    assert ("**The hypothesis held in part:** 1 of the 2 slowest fan-outs copy the array per task; "
+            "`joblib` (800×), which does not, took longer than `ray_by_value` (5×), which does.") \
+        in showdown.time_what_to_see(late, FLOORS)
+    in_place = [_result("sharedctypes", 0.01, 0.002), _result("threads", 0.01, 0.001)]
+    assert "None of the slowest round trips pickles" in showdown.time_what_to_see(in_place, FLOORS)
+
+
+def test_per_task_copies_are_what_the_strategies_say_they_copy():
+    for name, strategy in strategies.STRATEGIES.items():
+        per_task = "per task" in strategy.copies or "per read" in strategy.copies
+        assert per_task == (name in showdown.COPY_PER_TASK), (name, strategy.copies)
+    for name in (*showdown.RESULT_PICKLED_BACK, *showdown.RESULT_WRITTEN_IN_PLACE):
+        assert name in strategies.STRATEGIES, name
+    for name in showdown.RESULT_WRITTEN_IN_PLACE:
+        assert "round trip writes into a second" in strategies.STRATEGIES[name].mechanism.notes, name
 
 
 def test_plots_draw_one_row_per_strategy_that_ran():
@@ -160,9 +189,46 @@ def test_the_blog_table_has_a_column_per_reference_size_and_says_where_each_clai
     assert blog_row[2:] == ["holds (17×)", "**no** (1×)", "**no** (1×) |"]
     timings = showdown.blog_timings_markdown(BLOG_LIKE)
     assert "| pickle | 4,137.79 | 59× | 50× |" in timings and "| memmap_disk | 159.62 | 2.3× |" in timings
-    assert showdown.pickle_over_fastest_sharing(showdown.fan_out_medians(BLOG_LIKE)) == pytest.approx(50)
-    assert showdown.pickle_over_fastest_sharing({"pickle": 1.0}) is None
     assert showdown.added_arrays(BLOG_LIKE)["pickle"] == 1.0
+
+
+def test_a_verdict_of_one_timed_run_on_a_ratio_under_two_is_marked_unless_the_reference_agrees():
+    close = showdown.Claim("disk slower", False, "", 0.86)
+    once = showdown.ClaimColumn("this run (4 MiB)", SIZE, [close], timed_runs=1)
+    assert showdown.within_noise(close, once, None)
+    assert showdown.within_noise(close, once, showdown.Claim("disk slower", True, "", 1.5))
+    assert not showdown.within_noise(close, once, showdown.Claim("disk slower", False, "", 0.9))  # agrees
+    assert not showdown.within_noise(close, showdown.ClaimColumn("x", SIZE, [close], timed_runs=3), None)
+    far = showdown.Claim("pickle slower", True, "", 9.8)
+    assert not showdown.within_noise(far, once, None)
+    agrees_not = [showdown.Claim("disk slower", True, "", 1.5)]
+    reference = showdown.ClaimColumn("reference (4 MiB)", SIZE, agrees_not)
+    table = showdown.claims_markdown([once, reference])
+    assert table.splitlines()[2].endswith(f"| {showdown.WITHIN_NOISE} (0.86×) | holds (1.5×) |"), table
+
+
+def test_the_references_count_a_verdict_within_noise_apart():
+    from helpers.lessons import showdown_lesson
+
+    claims = [showdown.Claim("a", True, "", 9.0), showdown.Claim("b", True, "", 1.2)]
+    noisy = showdown.noisy_verdicts([showdown.ClaimColumn("this run", SIZE, claims, timed_runs=1)])[0]
+    assert noisy == [False, True]
+    found = showdown_lesson.references_found({}, {}, claims, 2, noisy)
+    assert found[0] == "Blog: 1 of its 2 claims held in this run, 1 within noise at one run."
+    unmarked = showdown_lesson.references_found({}, {}, claims, 2)
+    assert unmarked[0] == "Blog: 2 of its 2 claims held in this run."
+
+
+def test_the_floors_sentence_says_which_machine_copies_faster_and_how_the_rows_compare(tmp_path):
+    _write_reference(tmp_path, "vm-2026-11-23-strategies.json", SIZE, 0.004)  # floor (a) 2 ms there
+    reference = showdown_reference.load_newest(SIZE, tmp_path)
+    text = showdown_reference.floors_markdown(BLOG_LIKE, FLOORS, reference)  # floor (a) 1 ms here
+    assert "1 ms here (3.91 GiB/s), 2 ms on the reference's `vm` (1.95 GiB/s)" in text
+    assert "this machine copies 2× faster" in text
+    # fan-outs: 2× floor (a) there, 10× to 500× here; round trips: the same ratios in both (2×)
+    assert "weighs more floors (a) here. Row by row, this run over the reference is 6× at the median" in text
+    assert "(2× to 250×)" in text
+    assert showdown_reference.floors_markdown(BLOG_LIKE, FLOORS, "No reference") == ""
 
 
 def test_without_a_reference_the_comparison_says_how_to_make_one(tmp_path):
