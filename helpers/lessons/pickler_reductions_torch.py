@@ -129,11 +129,11 @@ LABELS = {
 
 
 def format_ratio(value: float) -> str:
-    """A ratio to two significant digits (what a median of a few runs supports), without an
-    exponent from 10 up: '150', '6.5', '0.059'."""
+    """A ratio to two significant digits (what a median of a few runs supports), trailing zeros
+    kept so that a column reads evenly ('1.0', '0.090'), without an exponent from 10 up: '150'."""
     if value >= 10:
         return f"{float(f'{value:.2g}'):,.0f}"
-    return f"{value:.2g}"
+    return f"{value:#.2g}"
 
 
 def format_round_trips(rows: list[dict], size_bytes: int) -> str:

@@ -64,3 +64,8 @@ def test_kept_torch_free_arrays_hold_one_open_file_each_before_python_3_13_and_n
     held = pickler_reductions_torch.open_files_held_torch_free(10)
     expected = 0 if sys.version_info >= (3, 13) else 10
     assert held is not None and expected <= held <= expected + 2, held
+
+
+def test_ratios_keep_two_significant_digits_with_their_trailing_zeros():
+    assert [pickler_reductions_torch.format_ratio(value) for value in (150.3, 6.5, 1.0, 0.0904, 0.00039)] == [
+        "150", "6.5", "1.0", "0.090", "0.00039"]
