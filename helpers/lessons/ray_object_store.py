@@ -122,7 +122,8 @@ def compare_fan_out_memory(array: np.ndarray, n_tasks: int, hold_seconds: float 
     """What a fan-out to ``n_tasks`` tasks (on ``node`` if given) holds, ``ray.put`` once, then by
     value.
 
-    Run it on a fresh store: the store is one file whose pages stay resident once written (its
+    Run it on a store whose pages are still unwritten (the lesson's working lines before it write
+    a sixty-fourth of the array): the store is one file whose pages stay resident once written (its
     allocator reuses them for later objects), so only pages touched for the first time show
     in PSS. That is why the ObjectRef's object stays alive during the by-value fan-out: its
     copies must go to fresh pages, and each shows.
@@ -295,18 +296,21 @@ def store_page_kind(store_directory: str) -> str:
 
 
 def growth_by_kind_markdown(growth: dict[str, float], store_kind: str, array_bytes: int,
-                            receiver_raylet: float | None = None, sender_raylet: float | None = None) -> str:
-    """': X in its store's pages (the copy) and Y anonymous, Z of it heap its raylet kept ...' (in
-    arrays) from a node's PSS growth by kind of page and the anonymous growth of the receiving and
-    sending raylets (bytes; None where unknown); empty where the kernel does not split PSS."""
+                            raylet_heap: float | None = None) -> str:
+    """': X in its store and Y of heap its raylet kept after the transfer' (in arrays) from a node's
+    PSS growth by kind of page (bytes) and its raylet's own anonymous growth (bytes; None where
+    unknown). Where the raylet's heap is not all of the node's anonymous growth, both are given
+    ('Y of private memory, Z of it heap its raylet kept ...'); empty where the kernel does not split
+    PSS."""
     if not growth:
         return ""
-    text = (f": {growth[store_kind] / array_bytes:.1f} in its store's pages (the copy) and "
-            f"{growth['anonymous'] / array_bytes:.1f} anonymous")
-    if receiver_raylet is not None:
-        text += f", {receiver_raylet / array_bytes:.1f} of it heap its raylet kept after the transfer"
-        if sender_raylet is not None:
-            text += f"; the sending raylet's grew by {sender_raylet / array_bytes:.1f}"
+    store, private = growth[store_kind] / array_bytes, growth["anonymous"] / array_bytes
+    text = f": {store:.1f} in its store and "
+    if raylet_heap is not None and f"{raylet_heap / array_bytes:.1f}" == f"{private:.1f}":
+        return text + f"{private:.1f} of heap its raylet kept after the transfer"
+    text += f"{private:.1f} of private memory"
+    if raylet_heap is not None:
+        text += f", {raylet_heap / array_bytes:.1f} of it heap its raylet kept after the transfer"
     return text
 
 

@@ -11,7 +11,10 @@ What Ray 2.60 would leave behind without care, and what we do about it: a token 
 sockets, ``ray_current_cluster``; we point ``RAY_TMPDIR`` and ``_temp_dir`` at a ``sal-ray-*``
 folder and remove it), worker processes that outlive the raylet for a moment (we wait for every
 process Ray started, and kill by pid what is still there after 10 s). The store's file in
-/dev/shm is unlinked by Ray as soon as it is mapped, so ``ls /dev/shm`` never shows it.
+/dev/shm is unlinked by Ray as soon as it is mapped, so ``ls /dev/shm`` never shows it. Where no
+route leads outside, Ray's core warns on stderr each time the driver looks up this machine's address;
+its fallback (the host name's address) serves nodes on one machine, and those lines are dropped
+(``IP_PROBE_WARNING``).
 
 A process in which Ray has run must never fork afterwards: Ray's gRPC threads hold locks, and a
 forked child that runs Ray's destructors waits forever on a lock held by a thread that does not
@@ -58,6 +61,9 @@ STARTUP_TRIES = 2
 STARTUP_TIMED_OUT = "timed out during startup"
 FORK_AFTER_RAY = ("Ray has run in this process; forking now can deadlock (Ray's gRPC threads' locks). "
                   "Use spawn or forkserver, or restart the kernel")
+# What Ray's C++ core logs in the driver when it looks for this machine's address where no route leads
+# outside (an offline laptop, a sandbox): harmless for nodes on one machine (_ip_probe_warnings_dropped).
+IP_PROBE_WARNING = "Failed to determine local IP via external connectivity"
 _STORE_LINE = re.compile(r"\] \(raylet\) store_runner\.cc:\d+: Starting object store with directory ([^,]+),")
 
 
@@ -256,6 +262,35 @@ def _reload_ray_settings() -> None:
 
 
 @contextlib.contextmanager
+def _ip_probe_warnings_dropped() -> Iterator[None]:
+    """Keep Ray's ``IP_PROBE_WARNING`` lines off this process's stderr while Ray starts and connects.
+
+    Ray finds this machine's address by a UDP "connect" to 8.8.8.8:53 (nothing is sent); where no
+    route leads outside, its C++ core writes "Failed to determine local IP via external connectivity
+    to: 8.8.8.8:53, ... falling back to hostname resolution" to stderr, each time (four times for a
+    two-node cluster), before any setting of Ray's logging applies in the driver. The fallback finds
+    the address nodes on one machine use. Everything else written to stderr (file descriptor 2)
+    meanwhile is written back when the block ends; Ray's own processes write to their log files.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = [line for line in caught.read().decode(errors="replace").splitlines(keepends=True)
+                    if IP_PROBE_WARNING not in line]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
+@contextlib.contextmanager
 def _cleaned_up(folders: list[Path], stop) -> Iterator[None]:
     """On exit: ``stop()`` Ray, wait for (or kill, by pid) every process it started, remove ``folders``."""
     before = {process.pid for process in ray_descendants(include_zombies=True)}
@@ -349,7 +384,8 @@ def ray_session(num_cpus: int | None = None, object_store_bytes: int | None = No
     }
     _note_ray_runs()  # from here on Ray's settings load, its processes and threads start
     with _ray_environment(temp_dir), _cleaned_up([temp_dir], ray.shutdown):
-        context = _init(settings)
+        with _ip_probe_warnings_dropped():
+            context = _init(settings)
         node = ray._private.worker._global_node
         yield RayNodes((_describe_node(0, node),), context.address_info["address"], (temp_dir,),
                        defaults_before)
@@ -423,7 +459,9 @@ def local_cluster(n_nodes: int = 2, cpus_per_node: int = 1, object_store_bytes: 
         for _ in range(disk_store_nodes):
             folders.append(_new_temp_dir(disk_parent()))
             on_disk.append(str(folders[-1]))
-        added = start_nodes_and_connect(cluster, head, [common] * (n_nodes - 1), on_disk, temp_dir / "ray")
+        with _ip_probe_warnings_dropped():
+            added = start_nodes_and_connect(cluster, head, [common] * (n_nodes - 1), on_disk,
+                                            temp_dir / "ray")
         yield RayNodes(tuple(_describe_node(i, node) for i, node in enumerate(added)), cluster.address,
                        tuple(folders), defaults_before)
 

@@ -191,3 +191,15 @@ def test_bad_input_is_refused_clearly():
             pass
     with pytest.raises(ValueError, match="how must be"):
         dask_cluster.held_fan_out(None, None, "by reference")
+
+
+def test_the_roles_table_leaves_out_roles_that_did_not_move_and_prints_no_minus_zero():
+    def held(how, **role_arrays):
+        role_pss = {role.replace("_", " "): arrays * ARRAY_BYTES for role, arrays in role_arrays.items()}
+        return dask_cluster.DaskFanOutMemory(how, 0.0, 0.0, role_pss, 0, 0, [], None)
+
+    table = dask_cluster.format_roles(
+        {"scatter once": held("scatter once", parent=-0.001, resource_tracker=-0.004, worker_1=1.0),
+         "by value": held("by value", parent=2.0, resource_tracker=0.003, worker_1=1.0)}, ARRAY_BYTES)
+    assert "resource tracker" not in table and "-0.00" not in table
+    assert table.splitlines()[1].split() == ["parent", "0.00x", "2.00x"]

@@ -358,3 +358,17 @@ def test_a_start_up_that_timed_out_is_stopped_and_started_once_more():
     facts = json.loads(lines[-1][len(FACTS):])
     assert facts == {"calls": 2, "started": True, "total": 6, "alive": [], "left": []}, facts
     assert "starting it once more" in done.stderr
+
+
+def test_rays_ip_probe_warning_is_dropped_from_stderr_and_every_other_line_kept(capfd):
+    """Where no route leads outside, Ray's core warns on the driver's stderr each time it looks for
+    this machine's address (harmless on one machine): those lines go, anything else written meanwhile
+    comes back when the block ends."""
+    probe = (f"[2026-11-29 22:30:22,169 W 2130 2130] network_util.cc:330: {ray_session.IP_PROBE_WARNING} "
+             "to: 8.8.8.8:53, [2001:4860:4860::8888]:53, falling back to hostname resolution\n")
+    with ray_session._ip_probe_warnings_dropped():
+        os.write(2, probe.encode())
+        os.write(2, b"a line of Ray's that matters\n")
+        os.write(2, probe.encode())
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "a line of Ray's that matters\nafter\n"

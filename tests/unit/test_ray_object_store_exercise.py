@@ -18,6 +18,7 @@ MEASURED = {"store_copies": N_WORKERS, "n_workers": N_WORKERS}  # one copy per w
 @pytest.mark.parametrize("wrong, hint", [
     (1, "held 2 copies on 2 workers"),  # Ray's answer: one per node
     (2 * N_WORKERS, "held 2 copies on 2 workers"),  # one per task
+    (dask_cluster.TASKS_PER_WORKER, "held 2 copies on 2 workers"),  # the question's number, guessed
     ("one per worker", "whole number"),
     (True, "whole number"),
 ])
@@ -34,15 +35,17 @@ def test_the_worked_solution_passes(monkeypatch, capsys):
     assert_worked_solution_passes(dask_cluster.EXERCISE, monkeypatch, capsys, **MEASURED)
 
 
-def test_a_nodes_growth_is_split_into_its_stores_pages_and_anonymous_memory():
+def test_a_nodes_growth_is_split_into_its_store_and_its_raylets_heap():
     from helpers.lessons import ray_object_store
 
     assert ray_object_store.store_page_kind("/dev/shm") == "shared memory"
     growth = {"anonymous": 150.0, "files (code, libraries)": 128.0, "shared memory": 0.0}
-    text = ray_object_store.growth_by_kind_markdown(growth, "files (code, libraries)", 128)
-    assert text == ": 1.0 in its store's pages (the copy) and 1.2 anonymous"
-    assert ray_object_store.growth_by_kind_markdown({}, "shared memory", 128) == ""
-    with_raylets = ray_object_store.growth_by_kind_markdown(growth, "files (code, libraries)", 128,
-                                                            receiver_raylet=115.2, sender_raylet=51.2)
-    assert with_raylets.startswith(text + ", 0.9 of it heap its raylet kept after the transfer")
-    assert with_raylets.endswith("after the transfer; the sending raylet's grew by 0.4")
+    split = ray_object_store.growth_by_kind_markdown
+    assert split(growth, "files (code, libraries)", 128) == ": 1.0 in its store and 1.2 of private memory"
+    assert split({}, "shared memory", 128) == ""
+    # the raylet kept all of the node's private growth: one figure
+    assert split(growth, "files (code, libraries)", 128, raylet_heap=148.0) == (
+        ": 1.0 in its store and 1.2 of heap its raylet kept after the transfer")
+    # the workers grew too: both figures
+    assert split(growth, "files (code, libraries)", 128, raylet_heap=115.2) == (
+        ": 1.0 in its store and 1.2 of private memory, 0.9 of it heap its raylet kept after the transfer")
