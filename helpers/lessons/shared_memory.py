@@ -107,39 +107,68 @@ def _outcome(result: subprocess.CompletedProcess, segment: str | None = None) ->
     return ChildOutcome(result.returncode, result.stdout, result.stderr, exists)
 
 
-ATTACH_WITH_STDLIB = """
-    import sys
-    from multiprocessing import shared_memory
-    import numpy as np
-    segment = shared_memory.SharedMemory(name=sys.argv[1])
-    view = np.ndarray((int(sys.argv[2]),), dtype=np.float64, buffer=segment.buf)
-    print(float(view.sum()))
-    del view
-    segment.close()
+ATTACH_WITH_STDLIB = """\
+import sys
+import numpy as np
+from multiprocessing.shared_memory import SharedMemory
+
+segment = SharedMemory(name=sys.argv[1])
+view = np.ndarray((int(sys.argv[2]),), dtype=np.float64, buffer=segment.buf)
+print(float(view.sum()))
+del view
+segment.close()
 """
 
-ATTACH_WITH_HELPERS = """
-    import pickle, sys
-    from sharedarrays.shm import attach
-    with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as view:
-        print(float(view.sum()))
+ATTACH_UNTRACKED = ATTACH_WITH_STDLIB.replace("SharedMemory(name=sys.argv[1])",
+                                              "SharedMemory(name=sys.argv[1], track=False)")
+
+ATTACH_WITH_HELPERS = """\
+import pickle, sys
+from sharedarrays.shm import attach
+
+with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as view:
+    print(float(view.sum()))
 """
+
+# attach_and_exit's ways: what each child calls, and the code it runs
+ATTACH_WAYS = {"stdlib": "SharedMemory(name=...)", "untracked": "SharedMemory(name=..., track=False)",
+               "helpers": "sharedarrays.shm.attach"}
+CHILD_CODE = {"stdlib": ATTACH_WITH_STDLIB, "untracked": ATTACH_UNTRACKED, "helpers": ATTACH_WITH_HELPERS}
+UNTRACKED_SINCE = (3, 13)  # SharedMemory's track parameter
+
+
+def attach_ways_here() -> list[str]:
+    """The ways of ``attach_and_exit`` this Python runs ('untracked' from 3.13)."""
+    return [way for way in ATTACH_WAYS if way != "untracked" or sys.version_info >= UNTRACKED_SINCE]
+
+
+def child_code_listing() -> str:
+    """The code each of ``attach_and_exit``'s children runs, for the page: the 'untracked' child as
+    the one line it changes in the 'stdlib' one, and whether this Python runs it."""
+    changed = next(line for line in ATTACH_UNTRACKED.splitlines() if "track=False" in line)
+    here = "runs here" if "untracked" in attach_ways_here() else f"not run on {sys.version.split()[0]}"
+    return (f"# child 'stdlib': {ATTACH_WAYS['stdlib']}\n{ATTACH_WITH_STDLIB}\n"
+            f"# child 'untracked' (Python 3.13+, {here}): the same, but\n{changed}\n\n"
+            f"# child 'helpers': {ATTACH_WAYS['helpers']}\n{ATTACH_WITH_HELPERS}")
 
 
 def attach_and_exit(handle: ArrayHandle, way: str) -> ChildOutcome:
     """A fresh interpreter attaches a 1-D float64 shared array, prints its sum and exits cleanly.
 
     ``way='stdlib'``: ``SharedMemory(name=...)``, which registers the segment with the child's own
-    resource tracker (on every Python; 3.13's ``track=False`` is not the default), so the child's
-    exit unlinks it and warns of a "leak" (seen on 3.11.7, 3.12.1 and 3.13.0).
-    ``way='helpers'``: ``sharedarrays.shm.attach``, which does not register it.
+    resource tracker (the default on every Python), so the child's exit unlinks it and warns of a
+    "leak" (seen on 3.11.7, 3.12.1 and 3.13.0). ``way='untracked'`` (Python 3.13+): the same with
+    ``track=False``. ``way='helpers'``: ``sharedarrays.shm.attach``, which does not register it.
+    The code each way runs: ``CHILD_CODE[way]``.
     """
-    if way == "stdlib":
-        result = run_python(ATTACH_WITH_STDLIB, handle.name, str(handle.shape[0]))
-    elif way == "helpers":
-        result = run_python(ATTACH_WITH_HELPERS, pickle.dumps(handle).hex())
+    if way not in ATTACH_WAYS:
+        raise ValueError(f"way must be 'stdlib', 'untracked' or 'helpers', got {way!r}")
+    if way not in attach_ways_here():
+        raise ValueError(f"SharedMemory's track=False needs Python 3.13+; this is {sys.version.split()[0]}")
+    if way == "helpers":
+        result = run_python(CHILD_CODE[way], pickle.dumps(handle).hex())
     else:
-        raise ValueError(f"way must be 'stdlib' or 'helpers', got {way!r}")
+        result = run_python(CHILD_CODE[way], handle.name, str(handle.shape[0]))
     return _outcome(result, handle.name)
 
 

@@ -20,10 +20,10 @@ def format_seconds(seconds: float) -> str:
 
 
 def format_rate(bytes_per_second: float) -> str:
-    """Format a throughput as 'x.y GiB/s' (or MiB/s below 1 GiB/s)."""
-    if bytes_per_second >= GiB:
-        return f"{bytes_per_second / GiB:.3g} GiB/s"
-    return f"{bytes_per_second / MiB:.3g} MiB/s"
+    """Format a throughput as 'x.y GiB/s' (or MiB/s below 1 GiB/s: '250 MiB/s', '1010 MiB/s')."""
+    giga = bytes_per_second >= GiB
+    value, unit = (bytes_per_second / GiB, "GiB/s") if giga else (bytes_per_second / MiB, "MiB/s")
+    return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
 
 
 def format_ratio(ratio: float) -> str:

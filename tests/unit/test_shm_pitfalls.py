@@ -3,6 +3,7 @@ small tmpfs."""
 
 import hashlib
 import multiprocessing as mp
+import sys
 
 import numpy as np
 import pytest
@@ -39,8 +40,29 @@ def test_attaching_with_the_helper_neither_unlinks_nor_warns():
         assert outcome.segment_exists_after is True and outcome.warnings == []
 
 
+@pytest.mark.skipif(sys.version_info < shared_memory.UNTRACKED_SINCE, reason="track=False is Python 3.13+")
+def test_a_stdlib_attach_with_track_false_neither_unlinks_nor_warns():
+    with _random_shared() as shared:
+        outcome = shared_memory.attach_and_exit(shared.handle, "untracked")
+        assert outcome.returncode == 0 and outcome.stderr == ""
+        assert float(outcome.stdout) == pytest.approx(shared.array.sum())
+        assert outcome.segment_exists_after is True
+
+
+def test_track_false_runs_only_where_this_python_has_it():
+    untracked = ["untracked"] if sys.version_info >= (3, 13) else []
+    assert shared_memory.attach_ways_here() == ["stdlib", *untracked, "helpers"]
+    assert "SharedMemory(name=sys.argv[1], track=False)" in shared_memory.CHILD_CODE["untracked"]
+    assert "track=False" not in shared_memory.CHILD_CODE["stdlib"]
+    listing = shared_memory.child_code_listing()
+    assert listing.count("SharedMemory(name=sys.argv[1]") == 2 and listing.count("attach(") == 1
+    if sys.version_info < shared_memory.UNTRACKED_SINCE:
+        with _random_shared(10) as shared, pytest.raises(ValueError, match="needs Python 3.13"):
+            shared_memory.attach_and_exit(shared.handle, "untracked")
+
+
 def test_an_unknown_way_is_refused():
-    with _random_shared(10) as shared, pytest.raises(ValueError, match="'stdlib' or 'helpers'"):
+    with _random_shared(10) as shared, pytest.raises(ValueError, match="'untracked' or 'helpers'"):
         shared_memory.attach_and_exit(shared.handle, "pickle")
     with pytest.raises(ValueError, match="'stdlib' or 'helpers'"):
         shared_memory.overfill_small_dev_shm("pickle")

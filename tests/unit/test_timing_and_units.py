@@ -82,3 +82,4 @@ def test_format_seconds(seconds, text):
 def test_format_rate():
     assert format_rate(10 * GiB) == "10 GiB/s"
     assert format_rate(250 * MiB) == "250 MiB/s"
+    assert format_rate(1010 * MiB) == "1010 MiB/s"  # no exponent between 1000 MiB/s and 1 GiB/s
