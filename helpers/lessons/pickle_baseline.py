@@ -360,6 +360,23 @@ def pss_rise(report: memory.MemoryReport, role: str, start: str, end: str) -> fl
     return max(during) - statistics.median(before)
 
 
+def rise_order(report: memory.MemoryReport, start: str, end: str, threshold: float) -> list[str]:
+    """The roles (``name_roles``) whose PSS rose at least ``threshold`` bytes above their median
+    before the mark ``start``, between the marks ``start`` and ``end``, in the order they first did."""
+    first_rise = {}
+    for pid, role in report.process_labels.items():
+        before = [sample.processes[pid].pss for sample in report.window(0.0, start)
+                  if pid in sample.processes]
+        if not before:  # started after the mark: no level to rise from
+            continue
+        level = statistics.median(before)
+        risen = [sample.time for sample in report.window(start, end)
+                 if pid in sample.processes and sample.processes[pid].pss - level >= threshold]
+        if risen:
+            first_rise[role] = risen[0]
+    return sorted(first_rise, key=first_rise.get)
+
+
 def about(ratio: float) -> str:
     """A measured ratio rounded to two significant digits for prose: 9447.2 -> '9,400', 75.04 -> '75',
     2.31 -> '2.3' (timings on a shared machine support no more)."""

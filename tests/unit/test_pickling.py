@@ -124,7 +124,7 @@ def test_unpickle_error_names_what_the_worker_cannot_find():
     assert fine == ""
 
 
-def test_pss_rise_is_the_highest_pss_between_the_marks_above_the_median_before():
+def test_pss_rise_and_rise_order_read_each_role_above_its_median_before_the_mark():
     from helpers.measure.memory import MemoryReport, TreeSample
     from helpers.measure.proctree import ProcessMemory
 
@@ -140,3 +140,6 @@ def test_pss_rise_is_the_highest_pss_between_the_marks_above_the_median_before()
     report.process_labels.update({1: "parent", 2: "worker 1"})
     assert pickle_baseline.pss_rise(report, "parent", "send", "all holding") == 300 - 102
     assert pickle_baseline.pss_rise(report, "worker 1", "send", "all holding") == 90 - 5
+    assert pickle_baseline.rise_order(report, "send", "all holding", 50) == ["parent", "worker 1"]
+    assert pickle_baseline.rise_order(report, "send", "all holding", 150) == ["parent"]
+    assert pickle_baseline.rise_order(report, "send", "all holding", 500) == []
