@@ -20,6 +20,8 @@ import ctypes
 import gc
 import multiprocessing
 import os
+import platform
+import re
 import sys
 import threading
 import time
@@ -118,8 +120,8 @@ def iterate_inherited_rows(_connection) -> float:
 
 
 def collect_garbage(_connection) -> float:
-    """Task: run a full collection without touching ``ROWS``; how many objects it freed."""
-    inherited("ROWS")  # the rows are there, untouched: only the collector visits them
+    """Task: run a full collection, touching no object itself (the collector visits every object it
+    tracks, the rows' lists among them when the parent holds them); how many objects it freed."""
     return float(gc.collect())
 
 
@@ -176,9 +178,9 @@ def run_task(connection, task: str) -> None:
 @dataclass
 class FanOut:
     """One fan-out: ``seconds`` from starting the first worker to the last report (start-up,
-    sending and the task), each worker's own report, this process's memory just before, and,
-    when held, every process's memory read by the parent while all of them held still
-    (pid -> ProcessMemory, this process first). Bytes everywhere."""
+    sending and the task), each worker's own report, this process's memory just before
+    (``memory_alone``), and, when held, every process's memory read by the parent while all of them
+    held still (pid -> ProcessMemory, this process first). Bytes everywhere."""
 
     start_method: str
     task: str
@@ -201,6 +203,18 @@ class FanOut:
         return sum(m.uss for pid, m in self.held.items() if pid != os.getpid())
 
 
+def memory_alone(reads: int = 3, interval: float = 0.05) -> ProcessMemory:
+    """This process's memory with no worker sharing its pages: of ``reads`` reads ``interval``
+    seconds apart, the one with the largest PSS. A worker just joined can still share our pages for
+    a moment: the kernel tears its memory down when the last reader of its /proc files (a sampler
+    thread) lets go, and meanwhile our PSS counts those pages half."""
+    measured = [process_memory(os.getpid())]
+    for _ in range(reads - 1):
+        time.sleep(interval)
+        measured.append(process_memory(os.getpid()))
+    return max(measured, key=lambda m: m.pss)
+
+
 def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
             hold_seconds: float = 0.0, report=None, label: str | None = None) -> FanOut:
     """Start ``n_workers`` processes with ``start_method`` running ``task``; pickle ``send`` to
@@ -220,7 +234,7 @@ def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
     context = multiprocessing.get_context(start_method)
     ray_session.refuse_fork_after_ray(context.get_start_method(), f"fan_out({task!r})")
     processes, pipes = [], []
-    parent_before = process_memory(os.getpid())
+    parent_before = memory_alone()
     try:
         start = time.perf_counter()
         for _ in range(n_workers):
@@ -324,6 +338,26 @@ def warnings_on_fork() -> list[warnings.WarningMessage]:
         warnings.simplefilter("always")
         fan_out("fork", "idle", 1)
     return list(caught)
+
+
+FORK_WARNS = sys.version_info >= (3, 12)  # os.fork() warns when other threads run (CPython gh-100228)
+FORK_WARNING = ("DeprecationWarning: This process (pid=…) is multi-threaded, use of fork() may lead to "
+                "deadlocks in the child.")  # what Python 3.12 and 3.13 print, the process id elided
+_PID = re.compile(r"pid=\d+")
+
+
+def describe_fork_warnings(caught: list[warnings.WarningMessage]) -> str:
+    """What ``warnings_on_fork`` caught, one line each (process ids elided); below Python 3.12,
+    which has no such warning, says so and quotes 3.12's text (``FORK_WARNING``)."""
+    version = platform.python_version()
+    if not FORK_WARNS:
+        head = f"Python {version} forked with no warning: the warning came in 3.12, where it reads"
+        lines = [FORK_WARNING]
+    else:
+        head = f"Python {version} warned {len(caught)} time(s) on forking:"
+        lines = [f"{w.category.__name__}: {_PID.sub('pid=…', str(w.message))}" for w in caught]
+    return "\n".join([head, *(f"  {line}" for line in lines),
+                      "(Python's default filters hide it outside this cell; `python -W default` shows it.)"])
 
 
 def take_lock(timeout: float) -> str:
