@@ -50,6 +50,15 @@ def multiply_matrices(size: int, products: int) -> tuple[int | None, float]:
     return blas_threads(), checksum
 
 
+def describe_pools(sizes: list[int | None]) -> str:
+    """Workers' BLAS pool sizes in words: "2 threads each", "1, 2 threads", "unknown"."""
+    if not sizes or None in sizes:
+        return "of unknown size (no BLAS that threadpoolctl knows)"
+    if len(set(sizes)) == 1:
+        return f"{sizes[0]} thread{'s' if sizes[0] != 1 else ''} each"
+    return ", ".join(map(str, sizes)) + " threads"
+
+
 @dataclass(frozen=True)
 class BlasRun:
     """``n`` processes doing the same matrix products: their BLAS pools' sizes, the fan-out's seconds."""

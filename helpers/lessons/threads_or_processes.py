@@ -29,6 +29,8 @@ from helpers.lessons.workers import sleep_then_echo, touch_pages
 from helpers.measure.timing import Timing
 
 THREADS, PROCESSES = "threads", "processes"
+TASK_LABELS = {"sum_numpy": "NumPy sum", "sum_python": "Python loop",
+               "sum_own_chunk": "NumPy sum, nothing sent"}
 PARENT = "parent"  # the role ``MemoryReport.name_roles`` gives this process
 READY_TIMEOUT = 120.0  # seconds every worker gets to receive its chunk and read it
 MAX_RUNS = 100  # timed runs of one quick measurement at most (``timed_runs``)
@@ -133,7 +135,13 @@ class Scaling:
     kind: str
     task: str
     timings: dict[int, Timing]
-    waited_for_cpu: float = 0.0  # threads of ours waiting for a CPU, on average during the timing
+    waited_for_cpu: float = 0.0  # threads of ours waiting for a CPU at once, on average during the timing
+    nbytes: int = 0  # bytes each fan-out sums, whatever the number of workers
+
+    @property
+    def label(self) -> str:
+        """What was measured, in words: the task and the kind of worker ("Python loop, threads")."""
+        return f"{TASK_LABELS.get(self.task, self.task)}, {self.kind}"
 
     def speed_ups(self) -> dict[int, float]:
         """One worker's time over ``n`` workers' time, each the fastest run (noise only adds time)."""
@@ -165,7 +173,7 @@ def measure_scaling(kind: str, task: Callable[[np.ndarray], float], array: np.nd
         waited, start = tree_cpu_wait_seconds(), time.perf_counter()
         timings = timed_rounds(calls, check, repeat, budget_s * len(counts))
         waited_for_cpu = (tree_cpu_wait_seconds() - waited) / (time.perf_counter() - start)
-    return Scaling(kind, task.__name__, timings, waited_for_cpu)
+    return Scaling(kind, task.__name__, timings, waited_for_cpu, array.nbytes)
 
 
 def measure_scaling_without_sending(n_items: int, counts: list[int], context, repeat: int = 5,
@@ -184,7 +192,7 @@ def measure_scaling_without_sending(n_items: int, counts: list[int], context, re
         waited, start = tree_cpu_wait_seconds(), time.perf_counter()
         timings = timed_rounds(calls, check, repeat, budget_s * len(counts))
         waited_for_cpu = (tree_cpu_wait_seconds() - waited) / (time.perf_counter() - start)
-    return Scaling(PROCESSES, sum_own_chunk.__name__, timings, waited_for_cpu)
+    return Scaling(PROCESSES, sum_own_chunk.__name__, timings, waited_for_cpu, n_items * 8)  # float64
 
 
 # --- Workers that hold their chunk while the memory sampler watches -------------------------------
@@ -280,24 +288,43 @@ def steady_by_role(report, label: str) -> dict[str, float]:
     return report.pss_by_process(f"{label} holding", f"{label} end")
 
 
-def plot_scaling(scalings: list[Scaling], usable_cpus: int, ax=None):
-    """Speed-up over one worker against the number of workers, one line per (kind, task)."""
+def plot_scaling(scalings: list[Scaling], usable_cpus: int):
+    """Two panels, one line per (kind, task): left, the speed-up over one worker against the number
+    of workers; right, the bytes summed per second (GiB/s, log scale) of the same fastest runs, which
+    shows what a speed-up hides: the time each way takes. Returns the two Axes."""
     import matplotlib.pyplot as plt
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+    _, (speed, rate) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     styles = {THREADS: "-", PROCESSES: "--"}
     markers = {"sum_numpy": "o", "sum_python": "s", "sum_own_chunk": "^"}
-    tasks = {"sum_numpy": "NumPy sum", "sum_python": "Python loop",
-             "sum_own_chunk": "NumPy sum, nothing sent"}
     counts = sorted({n for s in scalings for n in s.timings})
     for s in scalings:
         ups = s.speed_ups()
-        ax.plot(list(ups), list(ups.values()), styles[s.kind], marker=markers.get(s.task, "^"),
-                label=f"{tasks.get(s.task, s.task)}, {s.kind}")
-    ax.plot(counts, [min(n, usable_cpus) for n in counts], ":", color="grey",
-            label=f"ideal on {usable_cpus} usable CPU(s)")
-    ax.set(xlabel="workers", ylabel="speed-up over one worker (fastest runs)", xticks=counts,
-           title="The same sum on threads and on processes")
-    ax.legend(fontsize=8)
+        style = {"linestyle": styles[s.kind], "marker": markers.get(s.task, "^"), "label": s.label}
+        line = speed.plot(list(ups), list(ups.values()), **style)[0]
+        if s.nbytes:
+            rate.plot(list(s.timings), [s.nbytes / t.min / 2**30 for t in s.timings.values()],
+                      color=line.get_color(), **style)
+    speed.plot(counts, [min(n, usable_cpus) for n in counts], ":", color="grey",
+               label=f"ideal on {usable_cpus} usable CPU(s)")
+    speed.set(xlabel="workers", ylabel="speed-up over one worker (fastest runs)", xticks=counts,
+              title="Speed-up: each line against its own one worker")
+    rate.set(xlabel="workers", ylabel="GiB summed per second (fastest runs, log scale)", xticks=counts,
+             yscale="log", title="Time: how fast each way summed")
+    speed.legend(fontsize=8)
+    return speed, rate
+
+
+def plot_held_states(report, title: str):
+    """``report.plot("pss")`` of states held with ``demos.hold``: each state named once, where it
+    begins (its '... holding' mark, without that word); the ends stay as unnamed lines."""
+    ax = report.plot("pss", title=title)
+    for text in list(ax.texts):
+        label = text.get_text()
+        if label.endswith(" end"):
+            text.remove()
+        else:
+            text.set_text(label.removesuffix(" holding"))
+    ax.figure.set_size_inches(10, 4)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax

@@ -192,11 +192,33 @@ def test_describe_free_threading_names_each_case(build, gil, words):
     assert words in blas.describe_free_threading(blas.FreeThreading(build, gil))
 
 
-def test_plot_scaling_draws_one_line_per_measurement_and_the_ideal():
+def test_plot_scaling_draws_speed_ups_with_the_ideal_and_bytes_a_second_beside_them():
     timings = {1: Timing((0.2, 0.3)), 2: Timing((0.1, 0.12))}
-    scalings = [lesson.Scaling(lesson.THREADS, "sum_numpy", timings),
+    scalings = [lesson.Scaling(lesson.THREADS, "sum_numpy", timings, nbytes=2**30),
                 lesson.Scaling(lesson.PROCESSES, "sum_python", timings)]
     assert scalings[0].speed_ups() == {1: 1.0, 2: 2.0}
-    ax = lesson.plot_scaling(scalings, usable_cpus=2)
-    assert len(ax.lines) == 3
+    assert [s.label for s in scalings] == ["NumPy sum, threads", "Python loop, processes"]
+    speed, rate = lesson.plot_scaling(scalings, usable_cpus=2)
+    assert len(speed.lines) == 3  # two measurements and the ideal
+    assert len(rate.lines) == 1 and rate.get_yscale() == "log"  # only a measurement that knows its bytes
+    assert list(rate.lines[0].get_ydata()) == pytest.approx([5.0, 10.0])  # 1 GiB in 0.2 s, in 0.1 s
     matplotlib.pyplot.close("all")
+
+
+def test_scalings_know_the_bytes_each_fan_out_sums(numbers):
+    scaling = lesson.measure_scaling(lesson.THREADS, lesson.sum_numpy, numbers, [1], repeat=1, budget_s=1)
+    assert scaling.nbytes == numbers.nbytes
+
+
+def test_plot_held_states_names_each_state_once_where_it_begins():
+    with track_memory(trace_python=False) as mem:
+        demos.hold(mem, "threads hold chunks", 0.1)
+    ax = lesson.plot_held_states(mem, "title")
+    assert [text.get_text() for text in ax.texts] == ["threads hold chunks"]
+    matplotlib.pyplot.close("all")
+
+
+@pytest.mark.parametrize("sizes, words", [([2, 2], "2 threads each"), ([1, 1], "1 thread each"),
+                                          ([1, 2], "1, 2 threads"), ([None, None], "unknown")])
+def test_describe_pools_says_the_pool_sizes_in_words(sizes, words):
+    assert words in blas.describe_pools(sizes)
