@@ -39,13 +39,16 @@ from helpers.measure.units import format_bytes
 
 
 def fresh_array(n_bytes: int) -> np.ndarray:
-    """A float64 array over a brand-new anonymous mapping: none of its pages is resident yet.
+    """A float64 array over a brand-new private anonymous mapping: none of its pages is resident yet.
 
     ``np.empty`` may hand back memory the allocator recycled (already resident, so already
-    faulted in); a new mapping never does. The mapping is released with the last view of it.
+    faulted in); a new mapping never does. Private, as a new NumPy array's memory is (``mmap``'s
+    default, MAP_SHARED, would make it shared memory, whose first touch costs more), so a first
+    copy into it costs what ``copy_floors.fresh_pages_copy`` times. The mapping is released with
+    the last view of it.
     """
     n_items = max(1, n_bytes // 8)
-    region = mmap.mmap(-1, n_items * 8)
+    region = mmap.mmap(-1, n_items * 8, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     return np.frombuffer(region, dtype=np.float64)
 
 
@@ -79,7 +82,7 @@ def random_segment(n_bytes: int, seed: int = 0) -> shared_memory.SharedMemory:
     if free is not None and n_bytes > free:
         raise MemoryError(
             f"a {format_bytes(n_bytes)} segment does not fit: /dev/shm has {format_bytes(free)} "
-            "free; lower LAB_ARRAY_MB"
+            "free; lower array_mib (LAB_ARRAY_MB)"
         )
     segment = shared_memory.SharedMemory(create=True, size=n_bytes)
     try:
@@ -107,11 +110,13 @@ def segment_checksum(name: str) -> int:
 
 @dataclass(frozen=True)
 class SelfCheck:
-    """What ``self_check`` proved: the start method used, the checksum a worker read back,
-    and whether the segment lived in /dev/shm (None where the system has no /dev/shm)."""
+    """What ``self_check`` proved: the start method used, the checksum a worker read back, the
+    checksum this process computed of what it wrote (``expected``), and whether the segment lived
+    in /dev/shm (None where the system has no /dev/shm)."""
 
     start_method: str
     checksum: int
+    expected: int
     segment_in_dev_shm: bool | None
 
 
@@ -134,7 +139,7 @@ def self_check(start_method: str = "spawn", n_bytes: int = 1 << 20) -> SelfCheck
         segment.unlink()
     if answer != expected:
         raise RuntimeError(f"a {start_method} worker read checksum {answer}, this process wrote {expected}")
-    return SelfCheck(start_method, answer, in_dev_shm)
+    return SelfCheck(start_method, answer, expected, in_dev_shm)
 
 
 @dataclass(frozen=True)
@@ -314,16 +319,18 @@ def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Map
                  array_bytes: int, share: float = 0.05) -> str:
     """What answers the exercise, as text: ``demos.format_measure_table`` of ``columns`` (bytes grown
     per workload; the last one is the shared segment's), the check's counts (``arrays_counted``), and
-    a note naming the last column's rows that moved by under ``share`` of an array either way: noise
+    a note giving the last column's rows that moved by under ``share`` of an array either way: noise
     that counts 0 arrays."""
     lines = [format_measure_table(dict(columns), array_bytes),
              "checked (USS and PSS without file pages): "
              + ", ".join(f"{name} {arrays:z.2f}" for name, arrays in counted.items()) + " arrays"]
-    small = [f"{row} {format_bytes(grew)}" for row, grew in list(columns.values())[-1].items()
+    short = {row: name for name, row in MEASURES.items()}
+    last = list(columns.values())[-1]
+    small = [f"{short.get(row, row)} {format_bytes(grew)}" for row, grew in last.items()
              if grew is not None and abs(grew) < share * array_bytes]
     if small:
-        lines.append(f"counts 0 arrays, under {share:.0%} of one either way (heaps and library pages move a "
-                     f"little between samples): {'; '.join(small)}")
+        lines.append(f"Anything under {share:.0%} of an array counts as 0: heaps and library pages move a "
+                     f"little between samples, either way (here {', '.join(small)}).")
     return "\n".join(lines)
 
 

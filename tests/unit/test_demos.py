@@ -37,6 +37,18 @@ def test_fresh_array_pages_become_resident_only_when_written():
     assert float(array.sum()) == 1.5 * array.size
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="page kinds come from /proc/PID/smaps")
+def test_fresh_array_is_private_memory_not_shared_memory():
+    n_bytes = 32 * MiB
+    before = start_here.tree_by_kind()
+    array = start_here.fresh_array(n_bytes)
+    array.fill(1.5)
+    after = start_here.tree_by_kind()
+    del array
+    assert after["uss"][start_here.ANONYMOUS] - before["uss"][start_here.ANONYMOUS] >= 0.9 * n_bytes
+    assert after["pss"][start_here.SHARED_MEMORY] - before["pss"][start_here.SHARED_MEMORY] < 0.1 * n_bytes
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="glibc's malloc_trim is Linux-only")
 def test_release_free_heap_runs_where_glibc_is():
     assert start_here.release_free_heap() in (True, False)
@@ -60,7 +72,7 @@ def test_random_segment_holds_random_data_and_is_owned_by_the_caller():
 @pytest.mark.skipif(system.shm_free() is None, reason="no /dev/shm here")
 def test_random_segment_refuses_what_does_not_fit_without_creating_anything():
     before = set(os.listdir(system.SHM_DIR))
-    with pytest.raises(MemoryError, match="does not fit.*lower LAB_ARRAY_MB"):
+    with pytest.raises(MemoryError, match=r"does not fit.*lower array_mib \(LAB_ARRAY_MB\)"):
         start_here.random_segment(system.shm_free() + 64 * MiB)
     assert set(os.listdir(system.SHM_DIR)) <= before
 
@@ -80,7 +92,7 @@ def test_self_check_round_trips_through_a_worker_and_cleans_up(start_method):
     before_children = {c.pid for c in psutil.Process().children(recursive=True)}
     result = start_here.self_check(start_method)
     assert result.start_method == start_method
-    assert result.checksum > 0
+    assert result.checksum > 0 and result.checksum == result.expected
     assert result.segment_in_dev_shm is (True if system.SHM_DIR.is_dir() else None)
     time.sleep(0.2)
     workers_left = [

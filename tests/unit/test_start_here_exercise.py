@@ -95,3 +95,12 @@ def test_the_worked_solution_is_the_same_counts_for_any_number_of_readers():
     counted = {"tracemalloc": 0.0, "RSS sum": 4.1, "USS sum": 0.0, "PSS sum": 1.0, "/dev/shm": 1.0}
     assert start_here.EXERCISE.check(start_here.EXERCISE.solution(counted=counted, n_workers=4),
                                      counted=counted, n_workers=4) is None
+
+
+def test_the_answer_table_counts_what_moved_under_5_percent_as_0_and_says_by_how_much():
+    columns = {"A": {"tree RSS sum": 16 * MiB, "tree USS sum": 16 * MiB},
+               "B": {"tree RSS sum": 32 * MiB, "tree USS sum": -120 * 1024}}
+    counted = {"tracemalloc": 0.0, "RSS sum": 2.0, "USS sum": 0.0, "PSS sum": 1.0, "/dev/shm": 1.0}
+    table = start_here.answer_table(columns, counted, 16 * MiB)
+    assert table.splitlines()[-1] == ("Anything under 5% of an array counts as 0: heaps and library pages "
+                                      "move a little between samples, either way (here USS sum -120 KiB).")
