@@ -231,6 +231,14 @@ def workers_pss(report, label: str, pids: list[int]) -> float:
                              for sample in samples)
 
 
+def peak_above(report, idle: str, label: str) -> float:
+    """The most the tree's PSS (bytes) rose above its median in ``'<idle> holding'`` .. ``'<idle> end'``,
+    from ``'<idle> end'`` to ``'<label> end'`` on a MemoryReport: while ``hold_in_workers`` sent its
+    argument (pickled and unpickled, or dumped and mapped) and the workers then held it."""
+    base = report.steady(f"{idle} holding", f"{idle} end").pss
+    return max(sample.pss for sample in report.window(f"{idle} end", f"{label} end")) - base
+
+
 # --- Worker functions (run in loky workers; importable by name) ---
 
 

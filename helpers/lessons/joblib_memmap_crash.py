@@ -30,12 +30,14 @@ from helpers.measure.leftovers import SHM_DIR, TEMP_PREFIX
 
 @dataclass(frozen=True)
 class KilledParent:
-    """What a SIGKILLed joblib parent left: its dump (bytes in /dev/shm or the temp folder) and live
+    """What a SIGKILLed joblib parent left: its dump (bytes in /dev/shm or the temp folder), how many
+    joblib folders of its own (the dump's, and the empty one each Parallel call makes), and live
     children ``settle_s`` after the kill; then, once we ended its orphaned workers, how long loky's
     resource tracker took to remove the folder, what it printed, and what we had to remove ourselves."""
 
     folder: str
     bytes_left: int
+    folders_left: int
     orphans: dict[str, int]
     cleaned_after_s: float | None
     tracker_said: list[str]
@@ -63,6 +65,7 @@ def kill_parent_while_holding(n_items: int, n_workers: int, settle_s: float = 1.
             time.sleep(settle_s)
             folder = Path(report["folder"])
             bytes_left = bytes_in([folder])
+            folders_left = len(joblib_folders(parent.pid))
             roles = report["pids"]
             orphans = {role: sum(psutil.pid_exists(int(pid)) for pid, r in roles.items() if r == role)
                        for role in set(roles.values())}
@@ -79,7 +82,8 @@ def kill_parent_while_holding(n_items: int, n_workers: int, settle_s: float = 1.
             removed = _remove_leftovers_of(parent.pid)
         tracker_said = [line.split("resource_tracker: ")[-1].split(" {")[0].rstrip(":")
                         for line in errors.read_text().splitlines() if "leaked" in line]
-    return KilledParent(str(folder), bytes_left, orphans, cleaned, tracker_said, [str(p) for p in removed])
+    return KilledParent(str(folder), bytes_left, folders_left, orphans, cleaned, tracker_said,
+                        [str(p) for p in removed])
 
 
 def _wait_for_report(parent: subprocess.Popen, said: Path, timeout: float) -> dict:

@@ -13,6 +13,8 @@ from helpers.measure.plots import plot_bars
 from helpers.measure.timing import Timing
 from helpers.measure.units import format_bytes, format_rate, format_ratio, format_seconds
 
+LOG_SCALE_SPAN = 20  # bars spanning more than this ratio are drawn on a log scale
+
 
 def describe_places(places: Mapping[str, Path]) -> str:
     """One line per folder: its path, the mount point, filesystem type and source, and bytes free."""
@@ -40,24 +42,27 @@ def describe_reads(reads: Mapping[tuple[str, str], Timing], cached: Mapping[str,
 
 def plot_reads(reads: Mapping[tuple[str, str], Timing], in_ram_s: float, warm_floor_s: float,
                array_bytes: int):
-    """Bars of the median milliseconds of each read and of ``np.sum`` in private RAM, on a log
-    scale, against the warm memcpy floor; the Axes."""
-    from matplotlib.ticker import NullFormatter
+    """Bars of the median milliseconds of each read and of ``np.sum`` in private RAM, against the warm
+    memcpy floor; a log scale, with ticks at 1, 2 and 5 of each decade, only where the bars span over
+    ``LOG_SCALE_SPAN``; the Axes."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     bars = {f"{kind}, {what}": timing.median * 1e3 for (kind, what), timing in reads.items()}
     bars["np.sum in private RAM"] = in_ram_s * 1e3
-    ax = plot_bars(bars, "milliseconds (log scale)", f"Map and sum a {format_bytes(array_bytes)} file",
-                   reference=warm_floor_s * 1e3, reference_label="memcpy floor, warm", log=True)
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    log = max(bars.values()) > LOG_SCALE_SPAN * min(bars.values())
+    ax = plot_bars(bars, "milliseconds" + (" (log scale)" if log else ""),
+                   f"Map and sum a {format_bytes(array_bytes)} file",
+                   reference=warm_floor_s * 1e3, reference_label="memcpy floor, warm", log=log)
+    if log:
+        ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     return ax
 
 
-def describe_fan_out(fan_out: Mapping[str, Timing], warm_floor_s: float) -> str:
-    """Each filesystem's fan-out timing and its median in warm memcpy floors, then the floor."""
-    lines = [f"fan-out, {kind:>5}: {timing}  ({timing.median / warm_floor_s:.2f}× the warm memcpy floor)"
-             for kind, timing in fan_out.items()]
-    lines.append(f"memcpy floor, warm: {format_seconds(warm_floor_s)}")
-    return "\n".join(lines)
+def describe_fan_out(fan_out: Mapping[str, Timing]) -> str:
+    """Each filesystem's fan-out timing (median, IQR, fastest, runs)."""
+    return "\n".join(f"fan-out, {kind:>5}: {timing}" for kind, timing in fan_out.items())
 
 
 NOISE_BYTES = 2**20  # a tree's memory moves by up to this between two still windows: read as about 0
@@ -184,8 +189,8 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
     ``huge=`` option (``memmap.tmpfs_huge_option``)."""
     per_fault = {kind: array_bytes / max(count, 1) for kind, count in faults.items()}
     text = "**Counted.** One warm read of the whole file took " + " and ".join(
-        f"{count:,} page faults on {kind} (one per {format_bytes(per_fault[kind])})"
-        for kind, count in faults.items()) + ". "
+        f"{count:,}{' page faults' if i == 0 else ''} on {kind} (one per {format_bytes(per_fault[kind])})"
+        for i, (kind, count) in enumerate(faults.items())) + ". "
     if "tmpfs" not in faults or "disk" not in faults:
         return text
     slower = reads["tmpfs", "warm read"].median / reads["disk", "warm read"].median
@@ -194,11 +199,36 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
         pages = ("keeps 4 KiB pages, a few mapped per fault (fault-around)" if huge in (None, "never", "deny")
                  else "still mapped fewer pages per fault")
         return text + (
-            "On disk the page cache holds the file in large folios (blocks of contiguous pages), one fault "
-            f"mapping a whole folio; this tmpfs (mounted with `huge={huge}`) {pages}. "
-            + timing + (": every read maps the file afresh, and tmpfs needs more faults to do it."
+            "The disk's page cache holds the file in large folios (blocks of contiguous pages), one fault "
+            f"mapping a folio; this tmpfs (`huge={huge}`) {pages}. "
+            + timing + (": every read maps the file afresh, with more faults on tmpfs."
                         if slower > 1.1 else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
         return text + ("Here the disk file needed more faults: its page cache held it in smaller blocks. "
                        + timing + ".")
     return text + "Both mapped about as much per fault here. " + timing + "."
+
+
+TEMP_FOLDER_CALLS = {  # temp_folder_experiment's keys -> what each call had and asked for, in order
+    "temp_folder=, workers kept from the last call":
+        "call 1: workers kept from an earlier call, temp_folder=ours",
+    "JOBLIB_TEMP_FOLDER, the same workers": "call 2: the same workers, JOBLIB_TEMP_FOLDER=ours",
+    "temp_folder=, new workers": "call 3: new workers, temp_folder=ours",
+    "no temp_folder=, the same workers": "call 4: the same workers as call 3, nothing asked",
+}
+
+
+def describe_temp_folder_experiment(roots: Mapping[str, Path], ours: Path, array_bytes: int) -> str:
+    """Markdown: a collapsed block listing where each call of ``joblib_memmap.temp_folder_experiment``
+    dumped its array of ``array_bytes`` (``ours``: the folder it asked for), in the calls' order, and
+    what the calls show."""
+    width = max(len(text) for text in TEMP_FOLDER_CALLS.values())
+    lines = [f"{TEMP_FOLDER_CALLS[how]:<{width}}  ->  {'ours' if root == ours else root}"
+             for how, root in roots.items()]
+    return ("<details><summary>A quirk: <code>temp_folder=</code> belongs to loky's workers, not to the call"
+            "</summary>\n\n"
+            f"Four calls, each dumping a {format_bytes(array_bytes)} array (*ours*: `{ours}`):\n\n"
+            "```text\n" + "\n".join(lines) + "\n```\n\n"
+            "Kept workers ignored `temp_folder=` (joblib issue "
+            "[#1373](https://github.com/joblib/joblib/issues/1373)); `JOBLIB_TEMP_FOLDER` counted at once; "
+            "new workers kept `temp_folder=` for a call that did not ask.\n</details>")

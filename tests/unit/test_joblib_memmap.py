@@ -115,6 +115,7 @@ def test_workers_that_hold_a_memmapped_array_share_it_and_pickled_ones_copy_it(r
     copies = joblib_memmap.workers_pss(report, "pickled", pickled.pids) - joblib_memmap.workers_pss(
         report, "idle", idle.pids)
     assert copies >= 0.9 * N_WORKERS * ARRAY_BYTES  # a copy in each worker
+    assert joblib_memmap.peak_above(report, "idle", "mapped") >= 0.8 * ARRAY_BYTES  # the dump, at least
 
 
 def test_a_killed_worker_is_reported_and_its_dump_removed(released):
@@ -128,6 +129,7 @@ def test_a_killed_worker_is_reported_and_its_dump_removed(released):
 def test_a_killed_parent_leaves_its_dump_while_its_workers_live_and_nothing_after(released):
     killed = joblib_memmap_crash.kill_parent_while_holding(ARRAY_BYTES // 8, N_WORKERS, settle_s=0.5)
     assert killed.bytes_left >= ARRAY_BYTES and killed.orphans["worker"] == N_WORKERS
+    assert killed.folders_left >= 1  # the dump's (on /dev/shm, also the empty one its Parallel call made)
     assert killed.cleaned_after_s is not None  # loky's resource tracker removed it once the workers ended
     assert any("leaked file" in line for line in killed.tracker_said)
     assert not os.path.exists(killed.folder)

@@ -103,6 +103,38 @@ def test_the_faults_paragraph_says_why_only_when_tmpfs_needed_more():
                                                                   128 * 2**20, "never")
 
 
+def test_the_reads_figure_is_linear_unless_the_bars_span_a_wide_range():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from helpers.lessons import memmap_figures
+    from helpers.measure.timing import Timing
+
+    def scale(first_read_s):
+        reads = {("disk", "first read"): Timing((first_read_s,)), ("disk", "warm read"): Timing((0.01,))}
+        ax = memmap_figures.plot_reads(reads, 0.007, 0.007, 128 * 2**20)
+        plt.close(ax.figure)
+        return ax.get_xscale()
+
+    assert scale(0.046) == "linear" and scale(1.0) == "log"
+
+
+def test_the_temp_folder_quirk_lists_the_calls_in_order_inside_a_collapsed_block():
+    from helpers.lessons import memmap_figures
+
+    ours, shm = Path("/tmp/sal-ours"), Path("/dev/shm")
+    roots = {"temp_folder=, workers kept from the last call": shm,
+             "JOBLIB_TEMP_FOLDER, the same workers": ours,
+             "temp_folder=, new workers": ours, "no temp_folder=, the same workers": ours}
+    text = memmap_figures.describe_temp_folder_experiment(roots, ours, 2 * 2**20)
+    assert text.startswith("<details>") and text.endswith("</details>") and "2 MiB" in text
+    calls = [line for line in text.splitlines() if line.startswith("call ")]
+    assert [line.split(":")[0] for line in calls] == ["call 1", "call 2", "call 3", "call 4"]
+    assert calls[0].endswith("->  /dev/shm") and all(line.endswith("->  ours") for line in calls[1:])
+
+
 @pytest.mark.parametrize("on", KINDS)
 def test_workers_map_one_file_the_tree_holds_it_once(on):
     n = 1 << 19  # 4 MiB
