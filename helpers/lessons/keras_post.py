@@ -14,6 +14,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from helpers.measure.units import format_seconds
+
 POST_WORKERS = 5  # the post's multiprocessing.Pool(5), whatever the number of CPUs
 POST_QUEUE = 10  # the post's Queue(10): at most this many promises wait for the consumer thread
 POST_TASKS = 100  # the post's nb_files = min(len(files), 100)
@@ -70,29 +72,31 @@ def _compared(here: float, there: float) -> str:
     return "about as much"
 
 
-def direction_and_size(here_ratio: float, post_ratio: float) -> str:
-    """Whether the proxy won here as in the post, and whether by a factor of about the same size
-    (within ``SAME_WITHIN`` squared, a noisy timing's margin), a smaller or a larger one: one
-    sentence chosen by the two ratios."""
-    direction = ("The proxy won here as in the post" if here_ratio > 1 else
-                 "Unlike in the post, the proxy lost here")
-    same = 1 / SAME_WITHIN**2 <= here_ratio / post_ratio <= SAME_WITHIN**2
-    size = ("about the post's" if same else "a smaller" if here_ratio < post_ratio else "a larger")
-    return direction + f"; by {size} factor. "
-
-
-def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], cpus: int) -> str:
+def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], cpus: int,
+                           proxy_one_at_a_time: float) -> str:
     """A sentence, chosen by the measured per-task seconds here and in the post, saying which of the
     two costs moved the proxy's factor: sending the list (pickling speed) or a proxy read (a round
-    trip, which waits for a CPU when the workers and the manager outnumber the CPUs)."""
+    trip). A proxy dearer here is blamed on the five workers waiting for a CPU only if it cost
+    more pipelined than ``proxy_one_at_a_time`` (seconds per task, one task at a time on this
+    machine); when the two agree, the round trip itself is this machine's."""
     words = {way: _compared(at_post[way], posted[way]) for way in ("every task", "proxy")}
     reasons = []
     if words["every task"] != "about as much":
         reasons.append("sending the list is pickling speed (Python and CPU: the post names neither)")
     if words["proxy"] != "about as much":
-        reasons.append("a proxy read is a round trip to the manager"
-                       + (f", which waits for a CPU when {POST_WORKERS} workers and the manager share {cpus}"
-                          if words["proxy"] == "more" and cpus <= POST_WORKERS else ""))
+        reason = "a proxy read is a round trip to the manager"
+        if words["proxy"] == "more":
+            alone = _compared(at_post["proxy"], proxy_one_at_a_time)
+            seconds = format_seconds(float(f"{proxy_one_at_a_time:.2g}"))
+            if alone == "about as much":
+                reason += (f", and one task at a time it cost about as much ({seconds}): this machine's "
+                           "round trip, not the five workers")
+            elif alone == "more" and cpus <= POST_WORKERS:
+                reason += (f", which waits for a CPU when {POST_WORKERS} workers and the manager share "
+                           f"{cpus} (one task at a time: {seconds})")
+            else:
+                reason += f" (one task at a time: {seconds}): this machine's round trip"
+        reasons.append(reason)
     sentence = (f"Sending the list cost {words['every task']} per task here as in the post, "
                 f"and a proxy read {words['proxy']}")
     sentence = sentence.replace("less per task here as", "less per task here than").replace(

@@ -79,3 +79,10 @@ def side_by_side(sizes: Sequence[int], floor: Sequence[float],
                          "÷ floor": f"{timings[i].median / floor_seconds:.2g}", "paid once": once[i],
                          "memory added (PSS)": memory[way] if i == len(sizes) - 1 else ""})
     return format_table(rows)
+
+
+def start_up_over(start_up: float, empty_pool: float) -> str:
+    """What a pool's ``start_up`` (seconds) added over starting an ``empty_pool``, for the table:
+    "+0.73 s start-up", or "an empty pool's start-up" when it added nothing measurable."""
+    extra = start_up - empty_pool
+    return f"+{format_seconds(extra)} start-up" if extra > 0 else "an empty pool's start-up"

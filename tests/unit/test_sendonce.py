@@ -145,3 +145,64 @@ def test_format_table_aligns_columns():
     text = send_once_and_managers.format_table([{"way": "a", "cost": "1 ms"},
                                                 {"way": "longer", "cost": "2 s"}])
     assert text.splitlines() == ["way     cost", "------  ----", "a       1 ms", "longer  2 s"]
+
+
+def test_resend_memory_splits_the_peak_and_what_stays_between_this_process_and_the_workers():
+    import os
+
+    from helpers.measure.memory import MemoryReport
+
+    def sample(time, own, worker):
+        processes = {os.getpid(): ProcessMemory(own, own, own), 1: ProcessMemory(worker, worker, worker)}
+        return TreeSample(time=time, processes=processes, shm=0, cgroup=None)
+
+    report = MemoryReport(interval=0.1)
+    report.samples = [sample(0, 100, 0), sample(1, 100, 50), sample(2, 100, 50),  # before, then the idle pool
+                      sample(3, 230, 190), sample(4, 130, 300), sample(5, 120, 250), sample(6, 120, 250)]
+    report.marks = {"pool idle": 1, "pool idle ends": 2, "largest per task": 3, "tasks done": 5,
+                    "tasks done ends": 6}
+    memory = send_once_and_managers.resend_memory(report)
+    assert (memory.idle_pool, memory.worst, memory.worst_parent) == (50, 280, 30)  # the worst: 130 + 300
+    assert (memory.after, memory.after_parent, memory.workers_after) == (220, 20, 200)
+
+
+def test_install_pays_back_its_extra_start_up_by_what_each_task_saves():
+    from helpers.lessons import send_once_and_managers_figures as figures
+
+    assert send_once_and_managers.tasks_to_pay_back(0.72, 0.4) == pytest.approx(1.8)
+    assert send_once_and_managers.tasks_to_pay_back(0.72, 0.0) is None
+    assert figures.start_up_over(0.95, 0.22) == "+730 ms start-up"
+    assert figures.start_up_over(0.21, 0.22) == "an empty pool's start-up"
+
+
+def test_seconds_to_start_times_each_empty_pool_until_every_worker_answers():
+    timing = send_once_and_managers.seconds_to_start(SPAWN, 2, repeat=2)
+    assert len(timing.runs) == 2 and all(run > 0 for run in timing.runs)
+
+
+def test_pss_between_exact_reads_carries_each_process_by_its_rss_change():
+    import os
+
+    from helpers.measure.memory import MemoryReport
+
+    own = os.getpid()
+
+    def sample(time, own_rss, own_pss, worker_rss, worker_pss, exact):
+        processes = {own: ProcessMemory(own_rss, own_pss, own_pss),
+                     1: ProcessMemory(worker_rss, worker_pss, worker_pss)}
+        return TreeSample(time=time, processes=processes, shm=0, cgroup=None, exact=exact)
+
+    samples = [sample(0, 150, 100, 80, 50, True),
+               sample(1, 150, 100, 380, 50, False),  # the worker received 300 bytes: its PSS was not re-read
+               sample(2, 150, 100, 180, 150, True)]
+    assert send_once_and_managers.pss_between_exact_reads(samples) == [
+        {own: 100, 1: 50}, {own: 100, 1: 350}, {own: 100, 1: 150}]
+    report = MemoryReport(interval=0.1)
+    report.samples = [sample(0, 150, 100, 80, 50, True), sample(1, 150, 100, 80, 50, False),
+                      sample(2, 250, 200, 80, 50, True),
+                      sample(3, 250, 200, 380, 50, False),  # the peak, seen in RSS only
+                      sample(4, 200, 150, 180, 150, True), sample(5, 200, 150, 180, 150, False)]
+    report.marks = {"pool idle": 0, "pool idle ends": 1, "largest per task": 2, "tasks done": 4,
+                    "tasks done ends": 5}
+    memory = send_once_and_managers.resend_memory(report)
+    assert (memory.worst, memory.worst_parent, memory.after, memory.after_parent) == (400, 100, 150, 50)
