@@ -359,15 +359,15 @@ def conclusion(dask_memory: dict[str, DaskFanOutMemory], sources: dict[str, list
         f"**{scattered.store_bytes / array_bytes:.2f} arrays** on {n_workers} workers, one copy per worker "
         f"(PSS: {_arrays(scattered.worker_copies(array_bytes))} arrays; "
         f"{scattered.crossed_between_workers / array_bytes:.2f} went worker to worker), and every task got "
-        "the very object its worker held. By value, the data stores held nothing, yet the workers grew by "
+        "its worker's object. By value, the data stores held nothing, yet the workers grew by "
         f"{_arrays(by_value.worker_copies(array_bytes))} arrays and this kernel (the scheduler) by "
         f"{kernel:.2f}; in a second fan-out by value, of {len(sources['by value'])} tasks "
         f"({len(sources['by value']) // n_workers} a worker), {own} got a copy of their own. "
         "Two fan-outs took "
         f"{format_seconds(dask_timings['scatter once'].median)} scattered, "
-        f"{format_seconds(dask_timings['by value'].median)} by value; Ray's `ray.put` once, "
-        f"{format_seconds(ray_timings['ray.put once'].median)}, with "
-        f"**{ray_put.store_bytes / array_bytes:.2f} arrays** in its store for the whole node.")
+        f"{format_seconds(dask_timings['by value'].median)} by value (Ray's `ray.put` once: "
+        f"{format_seconds(ray_timings['ray.put once'].median)}, "
+        f"**{ray_put.store_bytes / array_bytes:.2f} arrays** for the whole node).")
 
 
 # The exercise's tasks on each worker, all given the scattered future: not the course's 2 workers, so that

@@ -88,13 +88,15 @@ def time_fan_outs(array: np.ndarray, n_tasks: int, rounds: int = 4, repeat: int 
 @dataclass(frozen=True)
 class FanOutMemory:
     """Bytes one held fan-out took: Ray's store accounting (peak above the level before) and the
-    tree's PSS and RSS while every task held its argument (medians above the baseline)."""
+    tree's PSS and RSS, and the driver's own PSS, while every task held its argument (medians above
+    the baseline)."""
 
     how: str
     store_bytes: int
     tree_pss: float
     tree_rss: float
     report: MemoryReport
+    driver_pss: float = 0.0  # this process's own PSS growth, store pages it maps included
 
 
 def _held_fan_out(argument, n_tasks: int, hold_seconds: float, clock_offset: float, node=None):
@@ -130,6 +132,7 @@ def compare_fan_out_memory(array: np.ndarray, n_tasks: int, hold_seconds: float 
     """
     import ray
 
+    _wait_until_store_empty(None if node is None else node.node_id)
     results = []
     kept = None
     for how in ("ray.put once", "by value"):
@@ -143,10 +146,37 @@ def compare_fan_out_memory(array: np.ndarray, n_tasks: int, hold_seconds: float 
             store_peak, began, ended = _held_fan_out(argument, n_tasks, hold_seconds, clock_offset, node)
         margin = min(0.1, (ended - began) / 4)
         held = report.steady(began + margin, ended - margin)
+        _, driver_held = report.by_process(began + margin, ended - margin).get(os.getpid(), (0.0, 0.0))
+        driver = report.baseline.processes.get(os.getpid())
+        driver_before = driver.pss if driver is not None else 0
         results.append(FanOutMemory(how, store_peak - store_before, held.pss - report.baseline.pss,
-                                    held.rss - report.baseline.rss, report))
+                                    held.rss - report.baseline.rss, report, driver_held - driver_before))
     del kept
     return results[0], results[1]
+
+
+def pss_beyond_store(memory: FanOutMemory, array_bytes: int, driver_share: float) -> str:
+    """' (X beyond the store's copies, Y of it the driver's own memory)', in arrays, where the tree's
+    PSS grew 0.2 array or more beyond the store's bytes; else ''.
+    ``driver_share``: the bytes of the store's copies the driver's PSS counts (by value: half of
+    each copy, which it wrote and its task maps)."""
+    surplus = (memory.tree_pss - memory.store_bytes) / array_bytes
+    if surplus < 0.2:
+        return ""
+    text = f"{surplus:.1f} beyond the store's copies"
+    in_driver = (memory.driver_pss - driver_share) / array_bytes
+    if in_driver >= 0.1:
+        text += f", {min(in_driver, surplus):.1f} of it the driver's own memory"
+    return f" ({text})"
+
+
+def _wait_until_store_empty(node_id: str | None, timeout: float = 5.0) -> None:
+    """Wait (at most ``timeout`` seconds) until Ray counts nothing in the store: objects of earlier
+    cells are freed a moment after their last reference goes, and one freed while a fan-out is
+    measured would hide that many bytes of it (the store's peak is taken above its level before)."""
+    deadline = time.monotonic() + timeout
+    while store_bytes_used(node_id) and time.monotonic() < deadline:
+        time.sleep(REPORT_SECONDS)
 
 
 @dataclass(frozen=True)

@@ -49,3 +49,16 @@ def test_a_nodes_growth_is_split_into_its_store_and_its_raylets_heap():
     # the workers grew too: both figures
     assert split(growth, "files (code, libraries)", 128, raylet_heap=115.2) == (
         ": 1.0 in its store and 1.2 of private memory, 0.9 of it heap its raylet kept after the transfer")
+
+
+def test_pss_beyond_the_stores_copies_is_named_only_when_there_is_some():
+    from helpers.lessons import ray_object_store
+
+    def memory(tree_pss, driver_pss):
+        return ray_object_store.FanOutMemory("by value", 256, tree_pss, 512.0, None, driver_pss)
+
+    beyond = ray_object_store.pss_beyond_store
+    assert beyond(memory(258.0, 129.0), 128, 128.0) == ""  # PSS equals the store's copies: nothing to say
+    assert beyond(memory(320.0, 192.0), 128, 128.0) == (
+        " (0.5 beyond the store's copies, 0.5 of it the driver's own memory)")
+    assert beyond(memory(320.0, 130.0), 128, 128.0) == " (0.5 beyond the store's copies)"  # not in the driver
