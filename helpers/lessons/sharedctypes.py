@@ -372,19 +372,22 @@ def increment_table(
     runs: dict[str, list[IncrementRun]], wall: dict[str, float], cpu: dict[str, float],
     ways: tuple[str, ...] | None = None,
 ) -> str:
-    """One line per way (of ``ways``, default all): expected and counted totals, lost updates
-    (min-max over runs), and the median wall and CPU seconds per update."""
+    """One line per way (of ``ways``, default all): expected and counted totals, lost updates and
+    their share of the expected total (min-max over runs), and the median wall and CPU seconds per
+    update. Ways differ in how many updates they make, so compare the shares, not the counts."""
     from helpers.measure.units import format_seconds
 
     lines = [f"{'way':<31} {'expected':>9} {'counted (min-max)':>19} {'lost (min-max)':>17} "
-             f"{'wall':>9} {'CPU':>9}"]
+             f"{'lost %':>9} {'wall':>9} {'CPU':>9}"]
     for way, way_runs in runs.items():
         if ways is not None and way not in ways:
             continue
         counted = f"{min(r.count for r in way_runs):,}-{max(r.count for r in way_runs):,}"
-        lost = f"{min(r.lost for r in way_runs):,}-{max(r.lost for r in way_runs):,}"
-        lines.append(f"{INCREMENT_WAYS[way]:<31} {way_runs[0].expected:>9,} {counted:>19} {lost:>17} "
-                     f"{format_seconds(wall[way]):>9} {format_seconds(cpu[way]):>9}")
+        fewest, most = min(r.lost for r in way_runs), max(r.lost for r in way_runs)
+        expected = way_runs[0].expected
+        share = f"{fewest / expected:.0%}-{most / expected:.0%}"
+        lines.append(f"{INCREMENT_WAYS[way]:<31} {expected:>9,} {counted:>19} {f'{fewest:,}-{most:,}':>17} "
+                     f"{share:>9} {format_seconds(wall[way]):>9} {format_seconds(cpu[way]):>9}")
     return "\n".join(lines)
 
 

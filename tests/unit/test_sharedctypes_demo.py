@@ -169,3 +169,11 @@ def test_increment_table_shows_only_the_ways_asked_for():
     table = demo.increment_table(runs, seconds, seconds, ways=("unlocked",))
     assert demo.INCREMENT_WAYS["unlocked"] in table and demo.INCREMENT_WAYS["locked"] not in table
     assert demo.INCREMENT_WAYS["locked"] in demo.increment_table(runs, seconds, seconds)
+
+
+def test_increment_table_gives_lost_updates_as_a_share_of_the_expected_total():
+    runs = {"unlocked": [demo.IncrementRun("unlocked", 2, 10, 15, (1e-3,) * 2, (1e-3,) * 2),
+                         demo.IncrementRun("unlocked", 2, 10, 10, (1e-3,) * 2, (1e-3,) * 2)]}
+    seconds = {"unlocked": 1e-4}
+    row = demo.increment_table(runs, seconds, seconds).splitlines()[1]
+    assert "5-10" in row and "25%-50%" in row
