@@ -9,10 +9,12 @@ warm memory, (b) a copy into a new shared-memory segment). Times are compared as
 from __future__ import annotations
 
 import math
+import statistics
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from helpers.lessons.showdown_lesson import ONE_ARRAY, format_arrays
 from helpers.measure.timing import Timing
 from helpers.measure.units import format_bytes, format_ratio, format_seconds
 
@@ -40,6 +42,22 @@ NOT_LIVE = {
     "dask_by_value": "a Dask cluster's start-up takes seconds",
     "dask_scatter": "a Dask cluster's start-up takes seconds",
 }
+
+
+# On the one Ray instance the lesson's Ray strategies share, only the first one's memory can be
+# measured (``ray_strategies.shared_ray_session``): ray.put once goes first, the way the decision
+# guide recommends, so its one store copy is measured; by value, after it, says it was not.
+RAY_MEASURED = "ray_object_store"
+
+
+def live_order(names: Sequence[str]) -> list[str]:
+    """``names`` less ``NOT_LIVE``, in order, but with ``RAY_MEASURED`` moved before the other Ray
+    strategy (``ray_by_value``), so that the shared Ray instance measures its memory."""
+    live = [name for name in names if name not in NOT_LIVE]
+    if RAY_MEASURED in live and "ray_by_value" in live:
+        live.remove(RAY_MEASURED)
+        live.insert(live.index("ray_by_value"), RAY_MEASURED)
+    return live
 
 
 @dataclass(frozen=True)
@@ -88,7 +106,7 @@ def _time(timing: Timing | None) -> str:
 
 
 def _arrays(n_bytes: float | None, array_bytes: int) -> str:
-    return "-" if n_bytes is None else f"{n_bytes / array_bytes:+z.2f}"
+    return "-" if n_bytes is None else format_arrays(n_bytes / array_bytes)
 
 
 def format_table(results: Sequence, floors: tuple[Timing, Timing]) -> str:
@@ -156,7 +174,8 @@ def plot_memory(results: Sequence, ax=None):
 
     def arrays(attribute: str) -> list[float]:
         values = [getattr(r, attribute) for r in done]
-        return [math.nan if v is None else v / r.array_bytes for v, r in zip(values, done, strict=True)]
+        return [math.nan if v is None else max(0.0, v / r.array_bytes)  # below 0: noise, drawn as none
+                for v, r in zip(values, done, strict=True)]
 
     for offset, attribute, label, color in (
             (-height, "pss_added_bytes", "tree PSS added", "tab:blue"),
@@ -167,7 +186,7 @@ def plot_memory(results: Sequence, ax=None):
             ax.barh([y + offset for y in rows], values, height, label=label, color=color)
     for row, result in zip(rows, done, strict=True):
         if result.pss_added_bytes is None:  # e.g. the second Ray strategy on a shared Ray instance
-            ax.text(0.05, row, "memory not measured (see its notes)", va="center", fontsize=8,
+            ax.text(0.05, row, "memory not measured (section 2's table says why)", va="center", fontsize=8,
                     color="dimgray", zorder=5, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
     ax.set_yticks(list(rows), [r.title for r in done], fontsize=8)
     ax.set_ylim(len(done) - 0.5, -0.5)  # top to bottom, every row whole (a row may have no bar)
@@ -272,6 +291,7 @@ class ClaimColumn:
     size_bytes: int
     claims: list[Claim]
     timed_runs: int | None = None
+    medians: dict[str, float] = field(default_factory=dict)  # the fan-outs the claims rest on
 
 
 def claims_by_size(results: Sequence, references: Sequence) -> list[ClaimColumn]:
@@ -280,10 +300,11 @@ def claims_by_size(results: Sequence, references: Sequence) -> list[ClaimColumn]
     here = results[0].array_bytes if results else 0
     runs = [len(r.fan_out.runs) for r in ran(results).values() if r.fan_out is not None]
     columns = [ClaimColumn(f"this run ({format_bytes(here)})", here, blog_claims(results),
-                           min(runs, default=None))]
+                           min(runs, default=None), fan_out_medians(results))]
     for reference in references:
         columns.append(ClaimColumn(f"reference ({format_bytes(reference.size_bytes)})",
-                                   reference.size_bytes, claims_from_medians(reference.fan_out_ran)))
+                                   reference.size_bytes, claims_from_medians(reference.fan_out_ran),
+                                   medians=reference.fan_out_ran))
     return columns
 
 
@@ -349,6 +370,102 @@ def blog_timings_markdown(results: Sequence) -> str:
     return "\n".join(lines)
 
 
+def _this_run_against(claim: Claim, noisy: bool, agrees: bool) -> str:
+    """How this run's verdict on a claim reads beside the reference's."""
+    if noisy:
+        return WITHIN_NOISE
+    return "as on the reference" if agrees else "which this run does not explain"
+
+
+def _sizes(columns: Sequence[ClaimColumn], index: int, names: dict | None = None) -> str:
+    """'0.9×, 0.53×': claim ``index``'s ratio in each column, smallest size first (and ``names[label]``)."""
+    return ", ".join(f"{format_ratio(c.claims[index].factor)}×" + (f" (`{names[c.label]}`)" if names else "")
+                     for c in columns)
+
+
+def _first(columns: Sequence[ClaimColumn]) -> str:
+    return ", smallest size first" if len(columns) > 1 else ""
+
+
+def _disk_or_tmpfs(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
+    here, references = columns[0], [c for c in columns[1:] if c.claims[2].factor is not None]
+    if here.claims[2].factor is None or not references:
+        return ""
+    factors = [c.claims[2].factor for c in references]
+    if all(f < SAME_WITHIN for f in factors):
+        verb = "matched or beat tmpfs at every size"
+    elif all(f >= SAME_WITHIN for f in factors):
+        verb = "was slower than tmpfs at every size"
+    else:
+        verb = "was slower than tmpfs at some sizes, not at others"
+    text = (f"**Disk against tmpfs.** On the reference VM the file on disk, read from the page cache "
+            f"(lesson 06), {verb} ({_sizes(references, 2)}{_first(references)})")
+    if any(f < 1 / SAME_WITHIN for f in factors):
+        text += ": lesson 06 counted fewer page faults per read there"
+    factor = here.claims[2].factor
+    agrees = (factor >= SAME_WITHIN) == (statistics.median(factors) >= SAME_WITHIN)
+    return (f"{text}. This run: {format_ratio(factor)}×, "
+            f"{_this_run_against(here.claims[2], noisy[2], agrees)}.")
+
+
+def _slowest_of_zero_copy(column: ClaimColumn) -> str | None:
+    group = {name: column.medians[name] for name in BLOG_ZERO_COPY if name in column.medians}
+    return max(group, key=group.get) if len(group) > 1 else None
+
+
+def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
+    here, references = columns[0], [c for c in columns[1:] if _slowest_of_zero_copy(c)]
+    if _slowest_of_zero_copy(here) is None or not references:
+        return ""
+    slowest_there = {c.label: _slowest_of_zero_copy(c) for c in references}
+    if len(set(slowest_there.values())) == 1:
+        only = slowest_there[references[0].label]
+        where = (f" was `{only}` at every size ({_sizes(references, 1)} the fastest's time"
+                 f"{_first(references)})")
+    else:
+        where = f" took {_sizes(references, 1, slowest_there)} the fastest's time{_first(references)}"
+    text = f"**Close together.** There the slowest zero-copy way{where}"
+    failed = {slowest_there[c.label] for c in references if c.claims[1].holds is False}
+    if "shared_memory" in failed:
+        text += (": each `SharedMemory` task maps the segment afresh (lesson 07), where forked and "
+                 "`sharedctypes` workers mapped it once")
+    slowest = _slowest_of_zero_copy(here)
+    if here.claims[1].holds:
+        how = f"within {CLOSE_TOGETHER:g}×, as the blog found"
+    else:
+        how = f"slowest `{slowest}`, {_this_run_against(here.claims[1], noisy[1], slowest in failed)}"
+    return f"{text}. This run: {format_ratio(here.claims[1].factor)}×, {how}."
+
+
+def disagreements_markdown(columns: Sequence[ClaimColumn]) -> str:
+    """A collapsed Markdown block on the two claims that differ between machines (disk against tmpfs,
+    the zero-copy ways close together): the reference's ratios at each size with what the course
+    showed of the cause, then this run's, saying whether it agrees, is within noise, or is not
+    explained; "" without a reference column."""
+    noisy = noisy_verdicts(columns)[0]
+    parts = [part for part in (_disk_or_tmpfs(columns, noisy), _close_together(columns, noisy)) if part]
+    if not parts:
+        return ""
+    body = "\n\n".join(parts)
+    return f"<details><summary>Where the machines differ, and why</summary>\n\n{body}\n</details>"
+
+
+def file_advice_markdown(columns: Sequence[ClaimColumn]) -> str:
+    """The decision guide's line for data in a file, with disk against tmpfs as measured: the
+    reference's ratio at each size and this run's."""
+    text = "- **Data in a file:** a memmap of it where it lies (lesson 06)"
+    references = [c for c in columns[1:] if c.claims[2].factor is not None]
+    here = columns[0].claims[2].factor if columns else None
+    if not references or here is None:
+        return text + "; on disk or on tmpfs: measure yours."
+    factors = [c.claims[2].factor for c in references]
+    verb = ("matched or beat" if all(f < SAME_WITHIN for f in factors) else
+            "was slower than" if all(f >= SAME_WITHIN for f in factors) else
+            "matched or beat, at some sizes,")
+    return (f"{text}. On the reference VM a file on disk, read from the page cache, {verb} tmpfs "
+            f"({_range(factors)} its time); in this run it took {format_ratio(here)}×: measure yours.")
+
+
 def added_arrays(results: Sequence) -> dict[str, float]:
     """What the tree's PSS added while every worker held the array, in arrays, by strategy name (the
     strategies that ran and whose memory was measured)."""
@@ -363,31 +480,77 @@ def added_arrays(results: Sequence) -> dict[str, float]:
 GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 
 
+def _whole(arrays: float) -> int:
+    """``arrays`` to the nearest whole array, a half rounding down (``ONE_ARRAY``: 1.5 is one)."""
+    return math.ceil(arrays - 0.5)
+
+
 def memory_groups(results: Sequence) -> dict[str, list[str]]:
-    """The strategies that ran, by what the tree's PSS added while every worker held the array:
-    'none' (under a quarter of an array), 'one' (one copy, however many workers), 'per worker' (one
-    per worker), 'per worker and one' (and one more, a server's), 'more' (anything else, and a way
-    whose workers map one copy in /dev/shm yet added more than one array: with 2 workers its extra
-    array only looks like a copy per worker)."""
+    """The strategies that ran, by what the tree's PSS added while every worker held the array, to
+    the nearest whole array (what else the processes hold moves a little between the two windows;
+    the exercise's ``ONE_ARRAY`` is the same cut): 'none', 'one' (one copy, however many workers),
+    'per worker' (one per worker), 'per worker and one' (and one more, a server's), 'more' (anything
+    else, and a way whose workers map one copy in /dev/shm yet added more than one array: with 2
+    workers its extra array only looks like a copy per worker)."""
     groups: dict[str, list[str]] = {"none": [], "one": [], "per worker": [], "per worker and one": [],
                                     "more": []}
     done = ran(results)
     for name, added in added_arrays(results).items():
-        n_workers = done[name].n_workers
+        n_workers, whole = done[name].n_workers, _whole(added)
         shm = (done[name].shm_added_bytes or 0) / done[name].array_bytes
-        if abs(shm - 1) <= 0.25 and added > 1.25:
+        if abs(shm - 1) <= 0.25 and added > ONE_ARRAY:
             groups["more"].append(name)
-        elif added < 0.25:
+        elif whole <= 0:
             groups["none"].append(name)
-        elif abs(added - 1) <= 0.25:
+        elif whole == 1:
             groups["one"].append(name)
-        elif abs(added - n_workers) <= 0.25:
+        elif whole == n_workers:
             groups["per worker"].append(name)
-        elif abs(added - n_workers - 1) <= 0.25:
+        elif whole == n_workers + 1:
             groups["per worker and one"].append(name)
         else:
             groups["more"].append(name)
     return groups
+
+
+def noise_note(results: Sequence, short: bool = False) -> str:
+    """Markdown: why the figures are read to the nearest whole array, with how far the ways that
+    map one copy ('one' in ``memory_groups``) strayed from 1.00 here, and (not when ``short``) the
+    case where PSS + reads under shm + (a page in /dev/shm that a worker maps is in both); "" when
+    none strayed by 0.05."""
+    added, done = added_arrays(results), ran(results)
+    one = memory_groups(results)["one"]
+    if not one or max(abs(added[name] - 1) for name in one) < 0.05:
+        return ""
+    low, high = min(one, key=added.get), max(one, key=added.get)
+    off = max(abs(added[name] - 1) for name in one) * done[one[0]].array_bytes
+    if short:
+        return (f"Read them to the nearest whole array: the ways that map one copy read "
+                f"{format_arrays(added[low])} to {format_arrays(added[high])}, as other memory moves too.")
+    text = (f"Read them to the nearest whole array: the ways that map one copy read "
+            f"{format_arrays(added[low])} (`{low}`) to {format_arrays(added[high])} (`{high}`), up to "
+            f"{format_bytes(off)} off, as the processes' other memory moves between the idle and the "
+            "holding window")
+    shm = {name: (done[name].shm_added_bytes or 0) / done[name].array_bytes for name in one}
+    if any(added[name] < shm[name] - 0.02 for name in one):
+        text += " (so PSS + can dip under shm +)"
+    return text + "."
+
+
+def unmeasured_note(results: Sequence, references: Sequence) -> str:
+    """Markdown: the ways whose memory this run did not measure (the table's footnote says why), with
+    what the reference at this run's size measured for them; "" when every way was measured."""
+    missing = [name for name, r in ran(results).items() if r.pss_added_bytes is None]
+    if not missing:
+        return ""
+    array_bytes = next(iter(ran(results).values())).array_bytes
+    same = next((r for r in references if r.size_bytes == array_bytes), None)
+    there = [f"`{name}` {format_arrays(same.pss_added[name])}" for name in missing
+             if same is not None and same.pss_added.get(name) is not None]
+    text = f"{_names(missing)}: not measured here (section 2's table says why)"
+    if there:
+        text += f"; the reference at {format_bytes(array_bytes)}: {', '.join(there)}"
+    return text + "."
 
 
 # The strategies that pickle the array (or unpickle it) in a process of the tree: at an array under
@@ -414,10 +577,10 @@ def kept_buffers(results: Sequence, references: Sequence) -> str:
     array_bytes = next(iter(ran(results).values())).array_bytes
 
     def names(group: list[str]) -> str:
-        return ", ".join(f"`{name}` ({added[name]:+z.2f})" for name in group)
+        return ", ".join(f"`{name}` ({format_arrays(added[name])})" for name in group)
 
     def measured(reference, group: list[str]) -> str:
-        return ", ".join(f"`{name}` {reference.pss_added[name]:+z.2f}" for name in group
+        return ", ".join(f"`{name}` {format_arrays(reference.pss_added[name])}" for name in group
                          if reference.pss_added.get(name) is not None)
 
     if array_bytes >= GLIBC_MMAP_THRESHOLD_MAX:
@@ -427,13 +590,12 @@ def kept_buffers(results: Sequence, references: Sequence) -> str:
     parts = []
     if pickling:
         text = (f"{names(pickling)} {_verb(pickling, 'holds', 'hold')} more than {_their(pickling)} copies: "
-                "a process that pickled or unpickled the array keeps the freed buffers for reuse (glibc "
-                f"does, for blocks under {format_bytes(GLIBC_MMAP_THRESHOLD_MAX)}).")
+                "a process that pickled or unpickled the array keeps the freed buffers for reuse (glibc, "
+                f"under {format_bytes(GLIBC_MMAP_THRESHOLD_MAX)}")
         larger = next((r for r in references if r.size_bytes >= GLIBC_MMAP_THRESHOLD_MAX), None)
         if larger is not None and measured(larger, pickling):
-            text += (f" The reference at {format_bytes(larger.size_bytes)}, above that: "
-                     f"{measured(larger, pickling)}.")
-        parts.append(text)
+            text += f"; the reference at {format_bytes(larger.size_bytes)}: {measured(larger, pickling)}"
+        parts.append(text + ").")
     if others:
         text = (f"{names(others)} added more than {_their(others)} copies here, which this run does not "
                 "explain")
@@ -445,23 +607,26 @@ def kept_buffers(results: Sequence, references: Sequence) -> str:
 
 
 def memory_note(results: Sequence, references: Sequence) -> str:
-    """Plain text to read before the table's memory columns: what they count, and ``kept_buffers``."""
+    """Plain text to read before the table's memory columns: what they count, ``noise_note``,
+    ``kept_buffers`` and ``unmeasured_note``."""
     text = ("PSS + and shm +: what the tree's PSS and /dev/shm added while every worker held the array, "
-            "in arrays (+1.00: one more copy on the machine; shm + is part of PSS +, not on top of it).")
-    more = kept_buffers(results, references).replace("`", "")
+            "in arrays (+1.00: one more copy on the machine; ≈0: under 0.05; shm + is part of PSS +, not "
+            "on top of it).")
+    more = " ".join(part for part in (noise_note(results), kept_buffers(results, references),
+                                      unmeasured_note(results, references)) if part).replace("`", "")
     return textwrap.fill(f"{text} {more}".strip(), 100)
 
 
 def memory_what_to_see(results: Sequence, references: Sequence) -> str:
     """Markdown for lesson 11's memory plot, every group and figure read from ``results`` (and, for
-    a way that added more than its copies, from the larger sizes of the ``references``)."""
+    a way that added more than its copies or was not measured, from the ``references``)."""
     added, groups = added_arrays(results), memory_groups(results)
     if not added:
         return "*What to see:* no strategy's memory was measured in this run."
     n_workers = next(iter(ran(results).values())).n_workers
 
     def names(group: str) -> str:
-        return ", ".join(f"`{name}` ({added[name]:+z.2f})" for name in groups[group])
+        return ", ".join(f"`{name}` ({format_arrays(added[name])})" for name in groups[group])
 
     said = {
         "none": "add nothing: workers read pages already counted",
@@ -472,7 +637,8 @@ def memory_what_to_see(results: Sequence, references: Sequence) -> str:
     parts = [f"{names(group)} {_verb(groups[group], 'adds', 'add')}{text[3:]}" for group, text in said.items()
              if groups[group]]
     text = "*What to see* (arrays added): " + "; ".join(parts) + "."
-    return f"{text} {kept_buffers(results, references)}".strip()
+    extra = (noise_note(results, short=True), kept_buffers(results, references))
+    return " ".join([text, *(part for part in extra if part)])
 
 
 # The strategies whose round trip brings the result back pickled through a pipe (their mechanisms'
@@ -485,6 +651,11 @@ RESULT_WRITTEN_IN_PLACE = ("sharedctypes", "memmap_disk", "memmap_tmpfs", "share
 # "per task", or "per read" for the manager: one read per task): the lesson's hypothesis names them.
 COPY_PER_TASK = ("pickle", "manager", "executor", "reducer_torch", "reducer_shared_memory", "ray_by_value",
                  "dask_by_value")
+
+
+# What a way that does not copy per task copies instead, when its fan-out is among the slowest.
+NOT_PER_TASK = {"joblib": "copies once per call, not per task: each fan-out dumps the array into a file "
+                          "first (lesson 06); it"}
 
 
 def _span(ratios: dict[str, float]) -> str:
@@ -537,9 +708,14 @@ def _hypothesis(fan: dict[str, float]) -> str:
     def does(names: list[str]) -> str:
         return "does" if len(names) == 1 else "do"
 
+    why = [NOT_PER_TASK[name] for name in intruders if name in NOT_PER_TASK]
+    if len(why) == len(intruders) == 1:  # say what it copies instead
+        copies, tail = f" {why[0]}", "copies per task" if len(left_out) == 1 else "copy per task"
+    else:
+        copies, tail = f", which {does(intruders)} not,", does(left_out)
     return (f" **The hypothesis held in part:** {len(slowest) - len(intruders)} of the {len(slowest)} "
-            f"slowest fan-outs copy the array per task; {listed(intruders)}, which {does(intruders)} not, "
-            f"took longer than {listed(left_out)}, which {does(left_out)}.")
+            f"slowest fan-outs copy the array per task; {listed(intruders)}{copies} took longer than "
+            f"{listed(left_out)}, which {tail}.")
 
 
 def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
@@ -556,3 +732,55 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     slow_trips = sorted(trip, key=trip.__getitem__, reverse=True)[:len(RESULT_PICKLED_BACK)]
     return (f"*What to see* (× floor (a)): fan-outs span {_span(fan)}, round trips {_span(trip)}. "
             + _round_trips_against_floor_b(trip, slow_trips, fresh / warm) + _hypothesis(fan))
+
+
+# Why a pool that gets the array as it starts takes longer (or not) than one started on a stand-in.
+START_WHY = {"send_once": "spawn pickles it to every worker", "fork_cow": "fork copies no page of it"}
+NOTHING_SET_UP = 1e-4  # seconds: a setup under this made nothing (the array goes with every task)
+
+
+def setup_note(results: Sequence, floors: tuple[Timing, Timing], references: Sequence = ()) -> str:
+    """Plain text reading the table's setup column (timed once): the copies into a segment or file in
+    multiples of floor (b); what stores it once elsewhere; the pools that get the array as they start,
+    their extra start-up over a pool started on a stand-in (with the reference's at this size); the
+    ways that set up nothing."""
+    from helpers.bench import strategies
+
+    done = {name: r for name, r in ran(results).items() if r.setup_s is not None}
+    if not done:
+        return ""
+    fresh, array_bytes = floors[1].median, next(iter(done.values())).array_bytes
+    copy_in = [name for name in RESULT_WRITTEN_IN_PLACE if name in done]
+    at_start = [name for name in done if strategies.STRATEGIES[name].mechanism.setup_is_start]
+    rest = [name for name in done if name not in copy_in and name not in at_start]
+    stored = [name for name in rest if done[name].setup_s >= NOTHING_SET_UP]
+    nothing = [name for name in rest if name not in stored]
+
+    def timed(names: list[str], setup: Callable[[str], float | None]) -> str:
+        return ", ".join(f"{name} {format_seconds(setup(name))}" for name in names if setup(name) is not None)
+
+    parts = []
+    if copy_in:
+        ratios = [done[name].setup_s / fresh for name in copy_in]
+        parts.append(f"a copy into a segment or file took {_range(ratios)} floor (b) ({', '.join(copy_in)})")
+    if stored:
+        parts.append(f"{timed(stored, lambda name: done[name].setup_s)} to store it once")
+    if at_start:
+        why = "; ".join(START_WHY[name] for name in at_start if name in START_WHY)
+        text = (f"{timed(at_start, lambda name: done[name].setup_s)}: how much longer their pool took to "
+                "start, until every worker ran a first task, with the array than with an 8-item stand-in"
+                + (f" ({why})" if why else "") + ", about 0 when not longer: a difference of two start-ups, "
+                "which noise can hide")
+        same = next((r for r in references if r.size_bytes == array_bytes), None)
+        there = "" if same is None else timed(at_start, same.setup_s.get)
+        parts.append(text + (f" (the reference at {format_bytes(array_bytes)}: {there})" if there else ""))
+    if nothing:
+        most = max(done[name].setup_s for name in nothing)
+        parts.append(f"the rest set up nothing ({format_seconds(most)} at most)")
+    return "Setup (timed once): " + "; ".join(parts) + "."
+
+
+def table_note(results: Sequence, floors: tuple[Timing, Timing], references: Sequence = ()) -> str:
+    """Plain text to read before lesson 11's table: ``memory_note``, then ``setup_note``, 100 columns."""
+    setup = setup_note(results, floors, references)
+    return "\n".join([memory_note(results, references), *([textwrap.fill(setup, 100)] if setup else [])])

@@ -33,7 +33,8 @@ class Reference:
 
     ``fan_out`` and ``round_trip`` map a strategy name to its median over floor (a) (None where
     that strategy did not run or returns nothing); ``pss_added`` to what the tree's PSS added while
-    every worker held the array, in arrays (None: not measured); ``skipped`` maps a name to the reason.
+    every worker held the array, in arrays (None: not measured), ``setup_s`` to its setup's seconds;
+    ``skipped`` maps a name to the reason.
     """
 
     path: Path
@@ -46,6 +47,7 @@ class Reference:
     round_trip: dict[str, float | None]
     skipped: dict[str, str]
     pss_added: dict[str, float | None] = field(default_factory=dict)
+    setup_s: dict[str, float | None] = field(default_factory=dict)  # seconds, by strategy name
 
     @property
     def fan_out_ran(self) -> dict[str, float]:
@@ -119,7 +121,8 @@ def load_reference(path: Path, size_bytes: int) -> Reference:
         round_trip={row["name"]: ratio(row, "round_trip_median_s") for row in at_size},
         skipped={row["name"]: row["skipped"] for row in at_size if row.get("skipped")},
         pss_added={row["name"]: None if row.get("pss_added_bytes") is None or row.get("skipped")
-                   else row["pss_added_bytes"] / size for row in at_size})
+                   else row["pss_added_bytes"] / size for row in at_size},
+        setup_s={row["name"]: None if row.get("skipped") else row.get("setup_s") for row in at_size})
 
 
 def load_newest(size_bytes: int, folder: Path = RESULTS) -> Reference | str:

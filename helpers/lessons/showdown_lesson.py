@@ -13,8 +13,17 @@ from helpers.lessons.exercises import Exercise
 
 CHOICES = ("pickle", "send_once", "fork_cow", "sharedctypes", "memmap_tmpfs", "shared_memory", "executor")
 # "At most one array": under this many arrays added. One shared copy adds 1.0, a copy per worker
-# adds n_workers (2 or more), so the cut sits halfway between.
+# adds n_workers (2 or more), so the cut sits halfway between: what else the processes hold moves by
+# a few MiB between the idle and the holding window, so a figure is read to the nearest whole array.
 ONE_ARRAY = 1.5
+# Under this many arrays added (or a little less than before: the baseline's other memory shrank
+# between the two windows), a figure reads "≈0", never a bare negative.
+NEAR_ZERO = 0.05
+
+
+def format_arrays(arrays: float) -> str:
+    """Arrays added, signed with two decimals ('+1.00'); '≈0' under ``NEAR_ZERO``, negatives included."""
+    return "≈0" if arrays < NEAR_ZERO else f"{arrays:+.2f}"
 
 
 def at_most_one_array(added_arrays: dict[str, float]) -> set[str]:
@@ -31,18 +40,19 @@ def _check(answer, added_arrays: dict[str, float]) -> str | None:
     picked = {name for name in answer if name in added_arrays}
     right = at_most_one_array(added_arrays)
     for name in sorted(picked - right):
-        return (f"{name} added {added_arrays[name]:.2f} arrays here: each worker holds a copy of its "
-                "own (or each task's), so the copies add up")
+        return (f"{name} added {format_arrays(added_arrays[name])} arrays here: each worker holds a copy of "
+                "its own (or each task's), so the copies add up")
     for name in sorted(right - picked):
-        return (f"{name} added only {added_arrays[name]:.2f} arrays here: its workers map one copy "
-                "(or the parent's own pages) instead of holding their own")
+        return (f"{name} added only {format_arrays(added_arrays[name])} arrays here: its workers map one "
+                "copy (or the parent's own pages) instead of holding their own")
     return None
 
 
 EXERCISE = Exercise(
     name="at most one array",
     question=("which of " + ", ".join(CHOICES) + " (executor: one submit per worker) add at most one "
-              "array to the machine while every worker holds it? Answer with a set of names."),
+              f"array (under {ONE_ARRAY:g} arrays) to the machine while every worker holds it? Answer with a "
+              "set of names."),
     check=_check,
     solution=at_most_one_array,
     explanation=("The ways that map one shared copy (sharedctypes, a tmpfs memmap, SharedMemory) add "
@@ -61,7 +71,7 @@ EXERCISE = Exercise(
 
 
 def _arrays(added: dict[str, float], name: str) -> str:
-    return f"{added[name]:+z.2f} arrays" if name in added else "memory not measured"
+    return f"{format_arrays(added[name])} arrays" if name in added else "memory not measured"
 
 
 def _times(ratios: dict[str, float], name: str) -> str:
