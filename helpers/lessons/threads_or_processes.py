@@ -40,7 +40,7 @@ MAX_RUNS = 100  # timed runs of one quick measurement at most (``timed_runs``)
 
 
 def sum_numpy(chunk: np.ndarray) -> float:
-    """Sum the chunk with NumPy: the loop runs in C, with the GIL released."""
+    """Sum the chunk with NumPy: the loop runs in C."""
     return float(np.sum(chunk))
 
 
@@ -143,10 +143,11 @@ class Scaling:
         """What was measured, in words: the task and the kind of worker ("Python loop, threads")."""
         return f"{TASK_LABELS.get(self.task, self.task)}, {self.kind}"
 
-    def speed_ups(self) -> dict[int, float]:
-        """One worker's time over ``n`` workers' time, each the fastest run (noise only adds time)."""
-        one = self.timings[1].min
-        return {n: one / timing.min for n, timing in self.timings.items()}
+    def speed_ups(self, of: str = "min") -> dict[int, float]:
+        """One worker's time over ``n`` workers' time, each the fastest run (``of="min"``: noise only
+        adds time) or the median run (``of="median"``)."""
+        one = getattr(self.timings[1], of)
+        return {n: one / getattr(timing, of) for n, timing in self.timings.items()}
 
 
 def worker_counts(n_max: int) -> list[int]:
@@ -288,6 +289,21 @@ def steady_by_role(report, label: str) -> dict[str, float]:
     return report.pss_by_process(f"{label} holding", f"{label} end")
 
 
+def unpickling_spikes(report, before: str, state: str, chunk_bytes: int) -> list[str]:
+    """The workers (by role) whose PSS, from mark ``before`` to the end of state ``state`` (held with
+    ``demos.hold``), rose at least a quarter of ``chunk_bytes`` above their steady PSS in that state:
+    the pickle and the array made from it, both alive while the worker unpickles. A spike shorter
+    than the sampler's interval between two exact reads is not seen."""
+    held = steady_by_role(report, state)
+    window = report.window(before, f"{state} end")
+    spiked = []
+    for pid, role in report.process_labels.items():
+        peak = max((s.processes[pid].pss for s in window if pid in s.processes), default=0)
+        if role.startswith("worker") and role in held and peak - held[role] >= chunk_bytes / 4:
+            spiked.append(role)
+    return sorted(spiked)
+
+
 def plot_scaling(scalings: list[Scaling], usable_cpus: int):
     """Two panels, one line per (kind, task): left, the speed-up over one worker against the number
     of workers; right, the bytes summed per second (GiB/s, log scale) of the same fastest runs, which
@@ -310,7 +326,7 @@ def plot_scaling(scalings: list[Scaling], usable_cpus: int):
     speed.set(xlabel="workers", ylabel="speed-up over one worker (fastest runs)", xticks=counts,
               title="Speed-up: each line against its own one worker")
     rate.set(xlabel="workers", ylabel="GiB summed per second (fastest runs, log scale)", xticks=counts,
-             yscale="log", title="Time: how fast each way summed")
+             yscale="log", title="Throughput: GiB summed per second (higher is faster)")
     speed.legend(fontsize=8)
     return speed, rate
 

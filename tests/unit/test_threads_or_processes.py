@@ -17,7 +17,8 @@ from exercise_asserts import assert_misconception_rejected
 from helpers.lessons import blas_and_free_threading as blas
 from helpers.lessons import demos, exercises, gil_heartbeat
 from helpers.lessons import threads_or_processes as lesson
-from helpers.measure.memory import track_memory
+from helpers.measure.memory import MemoryReport, TreeSample, track_memory
+from helpers.measure.proctree import ProcessMemory
 from helpers.measure.timing import Timing
 
 matplotlib.use("Agg")
@@ -197,6 +198,7 @@ def test_plot_scaling_draws_speed_ups_with_the_ideal_and_bytes_a_second_beside_t
     scalings = [lesson.Scaling(lesson.THREADS, "sum_numpy", timings, nbytes=2**30),
                 lesson.Scaling(lesson.PROCESSES, "sum_python", timings)]
     assert scalings[0].speed_ups() == {1: 1.0, 2: 2.0}
+    assert scalings[0].speed_ups(of="median") == pytest.approx({1: 1.0, 2: 0.25 / 0.11})
     assert [s.label for s in scalings] == ["NumPy sum, threads", "Python loop, processes"]
     speed, rate = lesson.plot_scaling(scalings, usable_cpus=2)
     assert len(speed.lines) == 3  # two measurements and the ideal
@@ -208,6 +210,19 @@ def test_plot_scaling_draws_speed_ups_with_the_ideal_and_bytes_a_second_beside_t
 def test_scalings_know_the_bytes_each_fan_out_sums(numbers):
     scaling = lesson.measure_scaling(lesson.THREADS, lesson.sum_numpy, numbers, [1], repeat=1, budget_s=1)
     assert scaling.nbytes == numbers.nbytes
+
+
+def test_unpickling_spikes_names_the_workers_whose_pss_rose_a_quarter_chunk_over_their_held_level():
+    def sample(t, one, two):
+        return TreeSample(t, {1: ProcessMemory(0, 0, 100), 2: ProcessMemory(0, 0, one),
+                              3: ProcessMemory(0, 0, two)}, shm=0, cgroup=None)
+
+    mem = MemoryReport(interval=0.01, samples=[sample(0.0, 10, 10), sample(0.1, 30, 80), sample(0.2, 74, 40),
+                                               sample(0.3, 60, 60), sample(0.4, 60, 60)],
+                       marks={"start end": 0.0, "hold holding": 0.25, "hold end": 0.45},
+                       process_labels={1: "parent", 2: "worker 1", 3: "worker 2"})
+    assert lesson.unpickling_spikes(mem, "start end", "hold", chunk_bytes=64) == ["worker 2"]  # 80 - 60 >= 16
+    assert lesson.unpickling_spikes(mem, "start end", "hold", chunk_bytes=32) == ["worker 1", "worker 2"]
 
 
 def test_plot_held_states_names_each_state_once_where_it_begins():
