@@ -99,12 +99,12 @@ def _reading(by: dict, sizes: list[int]) -> str:
     largest = max(both)
     ours_at_largest = by["ours_warm", largest]["ratio_to_warm_floor"]
     below = (f" A ratio under 1 (here {ours_at_largest:.3g}×) is two timings of the same copy a few per cent "
-             "apart, not a trip cheaper than its copy." if ours_at_largest < 1 else "")
+             "apart." if ours_at_largest < 1 else "")
     return (f"Reading across: npshmex took {format_ratio(min(over))}× to {format_ratio(max(over))}× "
-            "as long as ours. Each of its calls makes new segments (one for the argument, one for the "
-            f"result), so it stayed at {format_ratio(min(npshmex))}× floor (a) or more; ours, warm, "
-            f"reuses segments and fell to {ours_at_largest:.3g}× floor (a) at {largest >> 20} MiB: one "
-            f"copy into a warm segment plus a message, which the copy outweighs as the array grows.{below}")
+            "as long as ours. npshmex makes new segments for the argument and the result every call, so it "
+            f"stayed at {min(npshmex):.3g}× floor (a) or more; ours reuses the argument's and, for an echo, "
+            f"makes none for the result: warm, it fell to {ours_at_largest:.3g}× floor (a) at "
+            f"{largest >> 20} MiB, one copy into a warm segment plus a message.{below}")
 
 
 def reference_table(folder: Path | None = None) -> str:
