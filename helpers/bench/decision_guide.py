@@ -107,7 +107,8 @@ GUIDE: dict[str, dict[str, Cell]] = {
     },
     "sharedctypes": {
         "writable": _c("yes, seen by all; += needs the lock", "05", short="yes (lock)"),
-        "start_methods": _c("any, but only via Process args / initargs", "05", short="any, via args"),
+        "start_methods": _c("any, but passed only at process start (Process args / initargs), never as a "
+                            "task argument", "05", short="any, at start-up"),
         "os": _c("Linux (tested); any OS per the Python docs", "05", short="any†"),
         "crash_cleanup": _c("nameless file: freed with the last mapping", "05", short="freed (nameless)"),
         "multi_node": _c(NO_NODE, "05", short="no"),

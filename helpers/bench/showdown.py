@@ -462,8 +462,62 @@ def file_advice_markdown(columns: Sequence[ClaimColumn]) -> str:
     verb = ("matched or beat" if all(f < SAME_WITHIN for f in factors) else
             "was slower than" if all(f >= SAME_WITHIN for f in factors) else
             "matched or beat, at some sizes,")
-    return (f"{text}. On the reference VM a file on disk, read from the page cache, {verb} tmpfs "
-            f"({_range(factors)} its time); in this run it took {format_ratio(here)}×: measure yours.")
+    return (f"{text}; on the reference VM disk {verb} tmpfs ({_range(factors)} its time, section 5), this "
+            f"run {format_ratio(here)}×: measure yours.")
+
+
+def _fan_out_ratio(results: Sequence, floors: tuple[Timing, Timing], name: str) -> float | None:
+    result = ran(results).get(name)
+    return None if result is None or result.fan_out is None else result.fan_out.median / floors[0].median
+
+
+def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Sequence[ClaimColumn]) -> str:
+    """Lesson 11's decision guide read by need, one Markdown bullet per need, its figures from this
+    run: SharedMemory's fan-out beside sharedctypes' (why the guide still picks SharedMemory), what the
+    executor added and took (why an array many tasks read goes into a SharedNDArray first), and the
+    file line (``file_advice_markdown``). A comparison whose way did not run is left out."""
+    shm, ctypes = (_fan_out_ratio(results, floors, name) for name in ("shared_memory", "sharedctypes"))
+    read_only = ("- **Read-only, one Linux machine:** fork (04) if it is safe (no threads), else a "
+                 "`SharedMemory` segment (07): any start method, attach by name at any time; "
+                 "`sharedctypes` (05)")
+    if shm is not None and ctypes is not None:
+        how = ("was faster" if ctypes * SAME_WITHIN < shm else "was slower" if ctypes > shm * SAME_WITHIN
+               else "was about as fast")
+        read_only += f" {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a)) but"
+    read_only += " reaches workers only when they start."
+    executor = "- **Existing pool code:** the shared-memory executor (08) or a pickler reduction (09)."
+    added, ex = added_arrays(results).get("executor"), _fan_out_ratio(results, floors, "executor")
+    if added is not None and ex is not None and shm is not None:
+        n_workers = ran(results)["executor"].n_workers
+        executor += (f" It copies each array per submit (here {format_arrays(added)} arrays with {n_workers} "
+                     f"workers, fan-out {ex:.3g}× against `shared_memory`'s {shm:.3g}×): put an array many "
+                     "tasks read in a `SharedNDArray` first (08).")
+    else:
+        executor += (" It copies each array per submit: put an array many tasks read in a `SharedNDArray` "
+                     "first (08).")
+    return "\n".join([
+        "- **The work releases the GIL:** threads (01), nothing copied.",
+        read_only,
+        "- **Writes into one result:** `SharedMemory` or `sharedctypes`, with a lock or disjoint slices "
+        "(05).",
+        executor,
+        "- **Several machines:** put it once, pass the reference: `ray.put` (one copy per node) or Dask's "
+        "`scatter(broadcast=True)` (lesson 10's exercise counts its copies); which is faster depends on your "
+        "network: `python -m helpers.bench --suite cluster`.",
+        "- **Object arrays:** no shared way takes them (07): send them once per worker (03) or convert them "
+        "to a fixed-width dtype.",
+        file_advice_markdown(columns),
+    ])
+
+
+# What each way copies, as lesson 11 prints it after its exercise: lesson 10's exercise asks how many
+# copies Dask's scatter makes, so the answer is not given away here.
+COPIES_KEPT_FOR = {"dask_scatter": "(lesson 10's exercise counts its copies)"}
+
+
+def copies_said(strategy) -> str:
+    """What ``strategy`` (``strategies.Strategy``) copies, as lesson 11 prints it (``COPIES_KEPT_FOR``)."""
+    return COPIES_KEPT_FOR.get(strategy.name, strategy.copies)
 
 
 def added_arrays(results: Sequence) -> dict[str, float]:
@@ -480,6 +534,11 @@ def added_arrays(results: Sequence) -> dict[str, float]:
 GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 
 
+# The ways whose server process holds a copy of its own, besides one per reading worker (lesson 03's
+# Manager: each read unpickles a copy in the worker): n_workers + 1 copies, whatever glibc keeps on top.
+SERVER_COPY = ("manager",)
+
+
 def _whole(arrays: float) -> int:
     """``arrays`` to the nearest whole array, a half rounding down (``ONE_ARRAY``: 1.5 is one)."""
     return math.ceil(arrays - 0.5)
@@ -489,7 +548,8 @@ def memory_groups(results: Sequence) -> dict[str, list[str]]:
     """The strategies that ran, by what the tree's PSS added while every worker held the array, to
     the nearest whole array (what else the processes hold moves a little between the two windows;
     the exercise's ``ONE_ARRAY`` is the same cut): 'none', 'one' (one copy, however many workers),
-    'per worker' (one per worker), 'per worker and one' (and one more, a server's), 'more' (anything
+    'per worker' (one per worker), 'per worker and one' (and one more, a server's; the Manager's
+    whatever it reads above that: ``server_copies`` says why), 'more' (anything
     else, and a way whose workers map one copy in /dev/shm yet added more than one array: with 2
     workers its extra array only looks like a copy per worker)."""
     groups: dict[str, list[str]] = {"none": [], "one": [], "per worker": [], "per worker and one": [],
@@ -506,7 +566,7 @@ def memory_groups(results: Sequence) -> dict[str, list[str]]:
             groups["one"].append(name)
         elif whole == n_workers:
             groups["per worker"].append(name)
-        elif whole == n_workers + 1:
+        elif whole == n_workers + 1 or (name in SERVER_COPY and whole > n_workers + 1):
             groups["per worker and one"].append(name)
         else:
             groups["more"].append(name)
@@ -606,14 +666,43 @@ def kept_buffers(results: Sequence, references: Sequence) -> str:
     return " ".join(parts)
 
 
+def server_copies(results: Sequence, references: Sequence, after_kept: bool = False) -> str:
+    """Markdown: the ways of ``memory_groups``' 'per worker and one' (the Manager), as its own copy plus
+    one per reading worker; what reads above that, under glibc's 32 MiB, as freed buffers kept for
+    reuse ("the same way" when ``after_kept``: right after ``kept_buffers``' sentence), else not
+    explained; with the first of the ``references`` at 32 MiB or above; "" when none."""
+    added, group = added_arrays(results), memory_groups(results)["per worker and one"]
+    if not group:
+        return ""
+    n_workers = next(iter(ran(results).values())).n_workers
+    larger = next((r for r in references if r.size_bytes >= GLIBC_MMAP_THRESHOLD_MAX), None)
+    array_bytes = next(iter(ran(results).values())).array_bytes
+    parts = []
+    for name in group:
+        text = (f"`{name}` ({format_arrays(added[name])}) holds its own copy plus one per reading worker, "
+                f"{n_workers + 1} here")
+        if _whole(added[name]) > n_workers + 1:
+            text += (", the rest not explained by this run" if array_bytes >= GLIBC_MMAP_THRESHOLD_MAX else
+                     ", the rest buffers kept the same way" if after_kept else
+                     ", the rest freed buffers it keeps for reuse (glibc, under "
+                     f"{format_bytes(GLIBC_MMAP_THRESHOLD_MAX)})")
+        if larger is not None and larger.pss_added.get(name) is not None:
+            there = format_arrays(larger.pss_added[name])
+            text += f" (the reference at {format_bytes(larger.size_bytes)}: {there})"
+        parts.append(text)
+    return "; ".join(parts) + "."
+
+
 def memory_note(results: Sequence, references: Sequence) -> str:
     """Plain text to read before the table's memory columns: what they count, ``noise_note``,
     ``kept_buffers`` and ``unmeasured_note``."""
     text = ("PSS + and shm +: what the tree's PSS and /dev/shm added while every worker held the array, "
             "in arrays (+1.00: one more copy on the machine; ≈0: under 0.05; shm + is part of PSS +, not "
             "on top of it).")
-    more = " ".join(part for part in (noise_note(results), kept_buffers(results, references),
-                                      unmeasured_note(results, references)) if part).replace("`", "")
+    kept = kept_buffers(results, references)
+    server = server_copies(results, references, bool(kept))
+    more = " ".join(part for part in (noise_note(results), kept, server, unmeasured_note(results, references))
+                    if part).replace("`", "")
     return textwrap.fill(f"{text} {more}".strip(), 100)
 
 
@@ -632,12 +721,12 @@ def memory_what_to_see(results: Sequence, references: Sequence) -> str:
         "none": "add nothing: workers read pages already counted",
         "one": "add one array however many workers map it",
         "per worker": f"add one array per worker ({n_workers}): each has a copy",
-        "per worker and one": "add one per worker and one more, the manager's own",
     }
     parts = [f"{names(group)} {_verb(groups[group], 'adds', 'add')}{text[3:]}" for group, text in said.items()
              if groups[group]]
     text = "*What to see* (arrays added): " + "; ".join(parts) + "."
-    extra = (noise_note(results, short=True), kept_buffers(results, references))
+    kept = kept_buffers(results, references)
+    extra = (kept, server_copies(results, references, bool(kept)))  # the noise: said in the table's note
     return " ".join([text, *(part for part in extra if part)])
 
 
@@ -679,9 +768,10 @@ def _round_trips_against_floor_b(trip: dict[str, float], slow_trips: list[str], 
     pickled = [name for name in slow_trips if name in RESULT_PICKLED_BACK]
     if not pickled:
         return "None of the slowest round trips pickles its result back here."
-    text = (f"Of the {len(slow_trips)} slowest round trips, {len(pickled)} ({_names(pickled)}) bring the "
-            f"result back pickled through a pipe: {_range([trip[n] / fresh_over_warm for n in pickled])} "
-            "floor (b)")
+    which = (f"The {len(slow_trips)} slowest round trips ({_names(pickled)}) all" if pickled == slow_trips
+             else f"Of the {len(slow_trips)} slowest round trips, {len(pickled)} ({_names(pickled)})")
+    text = (f"{which} bring the result back pickled through a pipe: "
+            f"{_range([trip[n] / fresh_over_warm for n in pickled])} floor (b)")
     in_place = [name for name in RESULT_WRITTEN_IN_PLACE if name in trip]
     if in_place:
         text += (f"; those that write it into a result made at set-up ({_names(in_place)}) took "
@@ -734,16 +824,21 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
             + _round_trips_against_floor_b(trip, slow_trips, fresh / warm) + _hypothesis(fan))
 
 
-# Why a pool that gets the array as it starts takes longer (or not) than one started on a stand-in.
-START_WHY = {"send_once": "spawn pickles it to every worker", "fork_cow": "fork copies no page of it"}
+# What the extra start-up of a pool that gets the array as it starts holds, over one started on a stand-in.
+START_WHY = {"send_once": "the array pickled to each worker at start",
+             "fork_cow": "fork copies no page of it"}
+# A late way whose start-up sends the array to every worker as pickle's fan-out does to every task: an
+# extra start-up beyond that whole fan-out is two start-ups' noise, not a cost to read.
+SENDS_LIKE_PICKLE = ("send_once",)
 NOTHING_SET_UP = 1e-4  # seconds: a setup under this made nothing (the array goes with every task)
 
 
 def setup_note(results: Sequence, floors: tuple[Timing, Timing], references: Sequence = ()) -> str:
-    """Plain text reading the table's setup column (timed once): the copies into a segment or file in
-    multiples of floor (b); what stores it once elsewhere; the pools that get the array as they start,
-    their extra start-up over a pool started on a stand-in (with the reference's at this size); the
-    ways that set up nothing."""
+    """Plain text reading the table's setup column (timed once), one line per kind of way: the copies
+    into a segment or file in multiples of floor (b); what stores it once elsewhere; each pool that
+    gets the array as it starts, its extra start-up over a pool started on a stand-in, what that holds
+    (with the reference's at this size), marked noise when it exceeds pickle's whole fan-out; the ways
+    that set up nothing."""
     from helpers.bench import strategies
 
     done = {name: r for name, r in ran(results).items() if r.setup_s is not None}
@@ -755,32 +850,46 @@ def setup_note(results: Sequence, floors: tuple[Timing, Timing], references: Seq
     rest = [name for name in done if name not in copy_in and name not in at_start]
     stored = [name for name in rest if done[name].setup_s >= NOTHING_SET_UP]
     nothing = [name for name in rest if name not in stored]
+    same = next((r for r in references if r.size_bytes == array_bytes), None)
+    pickle = done.get("pickle") or ran(results).get("pickle")
+    pickle_fan = pickle.fan_out.median if pickle is not None and pickle.fan_out is not None else None
 
     def timed(names: list[str], setup: Callable[[str], float | None]) -> str:
         return ", ".join(f"{name} {format_seconds(setup(name))}" for name in names if setup(name) is not None)
 
-    parts = []
+    lines = []
     if copy_in:
         ratios = [done[name].setup_s / fresh for name in copy_in]
-        parts.append(f"a copy into a segment or file took {_range(ratios)} floor (b) ({', '.join(copy_in)})")
+        lines.append(f"a copy into a segment or file: {_range(ratios)} floor (b) ({', '.join(copy_in)})")
     if stored:
-        parts.append(f"{timed(stored, lambda name: done[name].setup_s)} to store it once")
-    if at_start:
-        why = "; ".join(START_WHY[name] for name in at_start if name in START_WHY)
-        text = (f"{timed(at_start, lambda name: done[name].setup_s)}: how much longer their pool took to "
-                "start, until every worker ran a first task, with the array than with an 8-item stand-in"
-                + (f" ({why})" if why else "") + ", about 0 when not longer: a difference of two start-ups, "
-                "which noise can hide")
-        same = next((r for r in references if r.size_bytes == array_bytes), None)
-        there = "" if same is None else timed(at_start, same.setup_s.get)
-        parts.append(text + (f" (the reference at {format_bytes(array_bytes)}: {there})" if there else ""))
+        lines.append(f"storing it once: {timed(stored, lambda name: done[name].setup_s)}")
+    for name in at_start:
+        text = f"{name} {format_seconds(done[name].setup_s)}"
+        if same is not None and same.setup_s.get(name) is not None:
+            text += f" (the reference at {format_bytes(array_bytes)}: {format_seconds(same.setup_s[name])})"
+        why = START_WHY.get(name)
+        if done[name].setup_s < NOTHING_SET_UP:  # no slower than the stand-in's start-up
+            text += ": its pool started no slower with the array than with an 8-item stand-in"
+            if why and name in SENDS_LIKE_PICKLE:
+                text += f"; two start-ups' difference, whose noise hid {why}"
+            elif why:
+                text += f": {why}"
+            lines.append(text)
+            continue
+        text += (": how much longer its pool took to start, until every worker ran a first task, with the "
+                 "array than with an 8-item stand-in" + (f" ({why})" if why else ""))
+        if name in SENDS_LIKE_PICKLE and pickle_fan is not None and done[name].setup_s > pickle_fan:
+            text += (f"; more than pickle's whole fan-out ({format_seconds(pickle_fan)}), which pickles as "
+                     "many copies: a difference of two start-ups, noise-dominated here; read nothing into it")
+        lines.append(text)
     if nothing:
         most = max(done[name].setup_s for name in nothing)
-        parts.append(f"the rest set up nothing ({format_seconds(most)} at most)")
-    return "Setup (timed once): " + "; ".join(parts) + "."
+        lines.append(f"the rest set up nothing ({format_seconds(most)} at most)")
+    return "Setup (timed once):\n" + "\n".join(f"- {line}" for line in lines) + "."
 
 
 def table_note(results: Sequence, floors: tuple[Timing, Timing], references: Sequence = ()) -> str:
     """Plain text to read before lesson 11's table: ``memory_note``, then ``setup_note``, 100 columns."""
-    setup = setup_note(results, floors, references)
-    return "\n".join([memory_note(results, references), *([textwrap.fill(setup, 100)] if setup else [])])
+    setup = [textwrap.fill(line, 100, subsequent_indent="  ") for line in
+             setup_note(results, floors, references).splitlines()]
+    return "\n".join([memory_note(results, references), *setup])
