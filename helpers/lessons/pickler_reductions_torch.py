@@ -387,11 +387,9 @@ def round_trip_table(sizes_bytes: Iterable[int], hows: Iterable[str] = HOWS, whe
                     size_rows.append({"how": how, "size_bytes": int(array.nbytes), "where": where,
                                       "first_s": trip.first, "median_s": trip.median,
                                       "runs_s": list(trip.runs)})
-            # each floor timed before and after the ways; the faster median is kept: noise only adds time,
-            # and a floor timed at a busy moment would let a round trip that contains its copy beat it
             after = copy_floors.measure_floors(array, repeat)
-            warm_floor = min(before.warm.median, after.warm.median)
-            fresh_floor = min(before.new_segment.median, after.new_segment.median)
+            floors = copy_floors.faster_medians(before.as_dict(), after.as_dict())
+            warm_floor, fresh_floor = floors["warm"], floors["fresh_shm"]
             for row in size_rows:
                 rows.append(row | {"ratio_to_warm_floor": row["median_s"] / warm_floor,
                                    "ratio_to_fresh_floor": row["median_s"] / fresh_floor,

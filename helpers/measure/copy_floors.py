@@ -110,6 +110,13 @@ def measure_floors(source: np.ndarray, repeat: int = 5) -> Floors:
     return Floors(warm, Timing(tuple(copy for copy, _ in runs)), Timing(tuple(total for _, total in runs)))
 
 
+def faster_medians(before: dict[str, Timing], after: dict[str, Timing]) -> dict[str, float]:
+    """Each floor's median in seconds: the faster of two timings of it, one taken before a
+    measurement and one after. Noise only adds time, and a floor timed at a busy moment would let a
+    mechanism that contains its copy beat it. Keys: those of ``before`` (all must be in ``after``)."""
+    return {kind: min(before[kind].median, after[kind].median) for kind in before}
+
+
 def memcpy_floors(n_bytes: int, repeat: int = 5) -> dict[str, Timing]:
     """Floor (a) and the fresh-private-pages copy for ``n_bytes`` of random float64.
 

@@ -50,3 +50,10 @@ class _InterruptedSource:
 def test_ctrl_c_during_a_floor_copy_is_a_keyboard_interrupt_not_a_buffer_error(floor):
     with pytest.raises(KeyboardInterrupt):
         getattr(copy_floors, floor)(_InterruptedSource())
+
+
+def test_faster_medians_keeps_each_floors_faster_timing():
+    from helpers.measure.timing import Timing
+    before = {"warm": Timing((1.0, 3.0, 2.0)), "fresh": Timing((5.0, 5.0, 5.0))}
+    after = {"warm": Timing((4.0, 4.0, 4.0)), "fresh": Timing((1.0, 9.0, 3.0)), "unused": Timing((0.1,))}
+    assert copy_floors.faster_medians(before, after) == {"warm": 2.0, "fresh": 3.0}
