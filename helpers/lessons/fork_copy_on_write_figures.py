@@ -85,8 +85,8 @@ def plot_fork_phases(report, phases: Mapping[str, FanOut]):
 
 
 def plot_start_methods(jobs: Mapping[str, FanOut], floor_seconds: float, array_bytes: int, n_workers: int):
-    """Left: each job's seconds (start-up included) against the memcpy floor; right: the tree's PSS
-    growth while its workers held, in arrays; the figure."""
+    """Left: each job's seconds (start-up included) against floor (a), ``floor_seconds``; right:
+    the tree's PSS growth while its workers held, in arrays; the figure."""
     import matplotlib.pyplot as plt
 
     from helpers.measure import plots
@@ -94,7 +94,7 @@ def plot_start_methods(jobs: Mapping[str, FanOut], floor_seconds: float, array_b
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 3.5), layout="constrained")
     plots.plot_bars({name: job.seconds for name, job in jobs.items()}, "seconds (start-up included)",
                     f"Start {n_workers} workers, each sums the array", reference=floor_seconds,
-                    reference_label="memcpy floor (one copy)", ax=left)
+                    reference_label="floor (a): one warm copy", ax=left)
     plots.plot_bars({name: job.growth("pss") / array_bytes for name, job in jobs.items()},
                     "tree PSS growth while the workers hold (arrays)", "Memory",
                     reference=1.0, reference_label="one copy of the array", ax=right)
