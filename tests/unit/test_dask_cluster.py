@@ -203,3 +203,15 @@ def test_the_roles_table_leaves_out_roles_that_did_not_move_and_prints_no_minus_
          "by value": held("by value", parent=2.0, resource_tracker=0.003, worker_1=1.0)}, ARRAY_BYTES)
     assert "resource tracker" not in table and "-0.00" not in table
     assert table.splitlines()[1].split() == ["parent", "0.00x", "2.00x"]
+
+
+def test_the_timing_sentence_splits_off_the_scatter_and_the_values_choose_its_verdict():
+    from helpers.measure.timing import Timing
+
+    faster = {"by value": Timing((0.6,)), "scatter once": Timing((0.3,)),
+              dask_cluster.SCATTER_ALONE: Timing((0.2,))}
+    text = dask_cluster._timing_sentence(faster)
+    assert "300 ms scattered once (200 ms of it the scatter itself) and 600 ms by value" in text, text
+    assert text.endswith(": 2.0× as long"), text
+    even = {"by value": Timing((0.3,)), "scatter once": Timing((0.3,))}
+    assert dask_cluster._timing_sentence(even).endswith(": on this run, no slower")
