@@ -391,28 +391,6 @@ def increment_table(
     return "\n".join(lines)
 
 
-def plot_update_costs(wall: dict[str, float], cpu: dict[str, float], n_workers: int):
-    """Two bar charts, log scale: wall and CPU seconds per update of each way (shown in ns)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
-
-    from helpers.measure.plots import plot_bars
-    from helpers.measure.units import format_seconds
-
-    fig, axes = plt.subplots(1, 2, figsize=(13, 3.5), layout="constrained")
-    every = [*wall.values(), *cpu.values()]
-    for ax, times, kind in ((axes[0], wall, "Wall"), (axes[1], cpu, "CPU")):
-        plot_bars({INCREMENT_WAYS[way]: seconds * 1e9 for way, seconds in times.items()},
-                  f"{kind} time per update (ns, log scale)",
-                  f"{kind} time: {n_workers} workers add 1 to one counter", ax=ax, log=True)
-        ax.set_xlim(min(every) * 1e9 / 2, max(every) * 1e9 * 4)
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        for row, seconds in enumerate(times.values()):
-            ax.annotate(f" {format_seconds(seconds)}", (seconds * 1e9, row), va="center", fontsize=8)
-    axes[1].tick_params(labelleft=False)
-    return fig
-
-
 # --- "Your turn": the learner writes the loop body that fixes the race -------------------------
 
 EXERCISE_RUNS = 3  # runs of the learner's line; every one must count every update
