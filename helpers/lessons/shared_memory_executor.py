@@ -407,7 +407,8 @@ def _check_fan_out_prediction(answer, n_workers: int, stdlib: float, private: fl
 
 EXERCISE = Exercise(
     name="what a fan-out adds to the process tree",
-    question=("N_WORKERS tasks each get the same array and read all of it. By how many arrays does the "
+    question=("N_WORKERS tasks, each from its own submit, get the same array, read all of it and hold it "
+              "until every task has read it. By how many arrays does the "
               "tree's PSS grow with the stdlib executor, with ours and a private array, and with ours and "
               "the array in a SharedNDArray? Answer {'stdlib': ..., 'private': ..., 'shared': ...} "
               "(1.0 = the array's bytes; N_WORKERS is allowed)."),

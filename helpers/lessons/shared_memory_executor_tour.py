@@ -1,13 +1,16 @@
 """Lesson 08's correctness tour of ``SharedMemoryExecutor``: what comes back from the finished executor
 (nested containers, a record array, an exception, a result that views its argument, a worker's writes),
-what it does with an array bigger than ``/dev/shm``, and the race a done callback loses
-(``unpack_in_a_done_callback``). Sizes are bytes.
+what it does with an array bigger than ``/dev/shm``, when a private argument is copied
+(``write_after_submit_seen``), and the race a done callback loses (``unpack_in_a_done_callback``) with
+the way that avoids it (``submit_then_unpack``). Sizes are bytes, times seconds.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -145,21 +148,60 @@ def submit_too_big(context, source: np.ndarray, idle_cap_bytes: int) -> TooBig:
     return TooBig(too_big.nbytes, outcome, fallbacks, list(said), still_works)
 
 
+def write_after_submit_seen(executor_class, context, n_workers: int, array: np.ndarray,
+                            busy_seconds: float = 0.3, **executor_kwargs) -> bool:
+    """Submit a sum of a private copy of ``array`` behind ``2 * n_workers + 2`` sleeping tasks (more
+    than the workers and the pool's call queue take), so that it is not sent yet; then double the
+    copy. True when the task summed the doubled copy: the argument was copied (pickled, or into a
+    segment) when the task was sent, not when ``submit`` returned."""
+    private = np.array(array, copy=True)
+    with executor_class(n_workers, mp_context=context, **executor_kwargs) as pool:
+        pool.submit(time.sleep, 0).result()  # a worker has started
+        ahead = [pool.submit(time.sleep, busy_seconds) for _ in range(2 * n_workers + 2)]
+        future = pool.submit(workers.sum_array, private)
+        private *= 2  # written after submit returned
+        seen = bool(np.isclose(future.result(), private.sum()))
+        for sleeper in ahead:
+            sleeper.result()
+    return seen
+
+
+def submit_then_unpack(pool, fn, *args, unpack: Callable):
+    """Run ``fn(*args)`` in ``pool``; return a future of our own, set to ``unpack(result)`` by a done
+    callback on the pool's future: no thread waiting on ours can see the result before it is unpacked."""
+    ours = Future()
+
+    def settle(done: Future) -> None:
+        try:
+            ours.set_result(unpack(done.result()))
+        except BaseException as error:  # the task's error or unpack's: ours is never left pending
+            ours.set_exception(error)
+
+    pool.submit(fn, *args).add_done_callback(settle)
+    return ours
+
+
 @dataclass(frozen=True)
 class CallbackRace:
-    """Type names of what a thread already waiting in ``result()`` got (``waiter_got``) and of what
-    ``result()`` gave once the done callback had run (``after_callback``)."""
+    """Type names of what a thread already waiting in ``result()`` got (``waiter_got``), of what
+    ``result()`` gave once the done callback had run (``after_callback``), and of what a thread
+    waiting on ``submit_then_unpack``'s future got while its unpacking was slowed by
+    ``unpack_delay`` seconds (``own_future_waiter_got``)."""
 
     waiter_got: str
     after_callback: str
+    own_future_waiter_got: str
+    unpack_delay: float
 
 
-def unpack_in_a_done_callback(context, array: np.ndarray) -> CallbackRace:
+def unpack_in_a_done_callback(context, array: np.ndarray, unpack_delay: float = 0.2) -> CallbackRace:
     """The way npshmex ruled out ("someone can get at the result before the callback runs"): a stdlib
     pool's worker returns the handle of ``array``'s segment, and a done callback swaps the stdlib
     future's result for the array. ``set_result`` wakes waiting threads before it runs callbacks,
     and nothing makes them wait for those: here the callback waits (up to 10 s) until the waiting
-    thread has its value, so that the order it can lose in happens on every run."""
+    thread has its value, so that the order it can lose in happens on every run. Then the same
+    call through ``submit_then_unpack``, its unpacking started once a thread waits and slowed by
+    ``unpack_delay``: the waiting thread gets the array."""
     waiter_got, waiter_done, unpacked = [], threading.Event(), threading.Event()
     with SharedNDArray.copy_of(array) as shared, ProcessPoolExecutor(1, mp_context=context) as pool:
         future = pool.submit(workers.echo, shared.handle)  # the worker answers with the handle
@@ -181,4 +223,21 @@ def unpack_in_a_done_callback(context, array: np.ndarray) -> CallbackRace:
         waiter.join()
         unpacked.wait(10)
         after_callback = type(future.result()).__name__
-    return CallbackRace(waiter_got[0], after_callback)
+
+        own_got, waiting = [], threading.Event()
+
+        def slow_unpack(handle) -> np.ndarray:
+            waiting.wait(10)  # a thread is about to wait on our future
+            time.sleep(unpack_delay)
+            return shared.array
+
+        ours = submit_then_unpack(pool, workers.echo, shared.handle, unpack=slow_unpack)
+
+        def wait_on_ours() -> None:
+            waiting.set()
+            own_got.append(type(ours.result(timeout=30)).__name__)
+
+        own_waiter = threading.Thread(target=wait_on_ours)
+        own_waiter.start()
+        own_waiter.join()
+    return CallbackRace(waiter_got[0], after_callback, own_got[0] if own_got else "nothing", unpack_delay)

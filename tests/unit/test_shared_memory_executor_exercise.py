@@ -86,6 +86,23 @@ def test_a_thread_waiting_on_a_stdlib_future_gets_the_handle_before_a_done_callb
     array = np.random.default_rng(3).random(MiB // 8)
     race = shared_memory_executor_tour.unpack_in_a_done_callback(SPAWN, array)
     assert race.waiter_got == "ArrayHandle" and race.after_callback == "ndarray"
+    assert race.own_future_waiter_got == "ndarray"  # a future of our own, set after unpacking
+
+
+def test_our_own_future_carries_the_tasks_error_and_the_unpacked_result():
+    with ProcessPoolExecutor(1, mp_context=SPAWN) as pool:
+        ours = shared_memory_executor_tour.submit_then_unpack(pool, pow, 2, 10, unpack=lambda n: n + 1)
+        assert ours.result(timeout=60) == 1025
+        failed = shared_memory_executor_tour.submit_then_unpack(pool, int, "x", unpack=lambda value: value)
+        with pytest.raises(ValueError):
+            failed.result(timeout=60)
+
+
+@pytest.mark.parametrize("executor_class", [ProcessPoolExecutor, SharedMemoryExecutor])
+def test_a_private_argument_is_copied_when_its_task_is_sent_not_at_submit(executor_class):
+    array = np.random.default_rng(5).random(2 * MiB // 8)  # over min_shared_bytes: ours copies it
+    seen = shared_memory_executor_tour.write_after_submit_seen(executor_class, SPAWN, 2, array, 0.2)
+    assert seen
 
 
 def test_an_array_larger_than_dev_shm_is_pickled_or_refused_and_the_executor_goes_on():
