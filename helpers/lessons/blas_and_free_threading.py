@@ -29,6 +29,14 @@ def blas_threads() -> int | None:
     return max(counts) if counts else None
 
 
+def blas_library() -> str | None:
+    """The BLAS library NumPy calls, as threadpoolctl names it ("openblas", "mkl"; None: none found)."""
+    from threadpoolctl import threadpool_info
+
+    names = [pool["internal_api"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    return names[0] if names else None
+
+
 def limit_blas_threads(n: int = 1) -> None:
     """Pool initializer: limit this worker's BLAS pool to ``n`` threads (threadpoolctl)."""
     global _blas_limits

@@ -179,6 +179,12 @@ def test_the_blas_limit_holds_inside_every_worker():
     assert len(limited.timing.runs) >= 1
 
 
+def test_blas_library_names_the_blas_whose_pool_blas_threads_reads():
+    name = blas.blas_library()
+    assert (name is None) == (blas.blas_threads() is None)
+    assert name is None or (name.islower() and name.isidentifier()), name
+
+
 def test_free_threading_agrees_with_sysconfig_and_sys():
     status = blas.free_threading()
     assert status.build == bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
