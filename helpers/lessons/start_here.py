@@ -365,7 +365,7 @@ EXERCISE = Exercise(
     solution=_worked_counts,
     explanation=("RSS counts a shared page once per process that maps it, USS only private pages, PSS "
                  "divides each page among its mappers, /dev/shm holds the segment once, and "
-                 "tracemalloc sees only this process's Python allocations."),
+                 "tracemalloc sees only this process's Python allocations, never an mmap such as a segment."),
     misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
         ({"tracemalloc": 0, "RSS sum": 1, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1},
          "RSS is the RAM a process uses, so the tree's RSS sum counts one shared array once"),
@@ -373,5 +373,7 @@ EXERCISE = Exercise(
          "PSS, like RSS, counts a shared page in full in every process that maps it"),
         ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 2, "PSS sum": 2, "/dev/shm": 1},
          "each reader gets a private copy of the segment when it reads it"),
+        ({"tracemalloc": 1, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1},
+         "this kernel made and filled the segment, so its tracemalloc counts it"),
     ),
 )

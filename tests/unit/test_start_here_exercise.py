@@ -3,6 +3,7 @@ shared segment, measured on real spawned workers and a real segment; a wrong or 
 prediction fails the check cell with a hint, the worked solution passes."""
 
 import mmap
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -60,6 +61,28 @@ def test_a_private_array_is_anonymous_uss_and_a_mapped_segment_is_shared_memory(
     assert 0.9 * ARRAY_BYTES <= grew["uss"][start_here.SHARED_MEMORY] <= 1.1 * ARRAY_BYTES, grew
     assert start_here.data_growth(before, after)["pss"] >= 1.8 * ARRAY_BYTES, grew
     assert start_here.data_growth(None, after) is None
+
+
+def test_tracemalloc_never_sees_a_segment_even_in_the_process_that_made_and_filled_it():
+    """Section 4's table: tracemalloc counts no mmap, so a learner can reason its 0 before the exercise."""
+    warm = start_here.random_segment(MiB)  # first calls import and cache what later calls reuse
+    warm.close()
+    warm.unlink()
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        segment = start_here.random_segment(ARRAY_BYTES)
+        try:
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            segment.close()
+            segment.unlink()
+    finally:
+        if started:
+            tracemalloc.stop()
+    assert peak < 0.05 * ARRAY_BYTES, peak
 
 
 def test_the_five_measures_count_the_shared_array_0_n_0_1_1_times(measured):
