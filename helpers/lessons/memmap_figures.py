@@ -169,6 +169,8 @@ def plot_joblib_memory(report, workers: Mapping[str, Iterable[int]]):
     keep_one_mark_per_state(report)
     ax = report.plot("pss", title="joblib: one mapped dump (auto-memmap) against a copy per worker "
                                   "(pickled)")
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom, top + 0.35 * (top - bottom))  # room for the legend above the tree's peak
     lift_mark_labels(ax)
     return ax
 
@@ -196,12 +198,13 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
     slower = reads["tmpfs", "warm read"].median / reads["disk", "warm read"].median
     timing = f"Its warm read took {format_ratio(slower)}× the disk's"
     if faults["tmpfs"] > 2 * faults["disk"]:
-        pages = ("keeps 4 KiB pages, a few mapped per fault (fault-around)" if huge in (None, "never", "deny")
-                 else "still mapped fewer pages per fault")
+        small = huge in (None, "never", "deny")
+        pages = ("keeps 4 KiB pages, and a fault maps only a few of them" if small
+                 else "still mapped less per fault")
         return text + (
-            "The disk's page cache holds the file in large folios (blocks of contiguous pages), one fault "
-            f"mapping a folio; this tmpfs (`huge={huge}`) {pages}. "
-            + timing + (": every read maps the file afresh, with more faults on tmpfs."
+            "The disk's page cache keeps this file in large blocks of pages (*folios*), one fault mapping a "
+            f"block; this tmpfs (`huge={huge}`{': no huge pages' if small else ''}) {pages}. "
+            + timing + (": a mapping starts empty, so every read pays its faults again."
                         if slower > 1.1 else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
         return text + ("Here the disk file needed more faults: its page cache held it in smaller blocks. "
