@@ -155,6 +155,21 @@ def format_round_trips(rows: list[dict], size_bytes: int) -> str:
     return "\n".join(lines)
 
 
+def format_growth(rows: list[dict], smallest: int, largest: int) -> str:
+    """A text table of each way's fastest warm round trip (noise only adds time) at ``smallest``
+    and ``largest`` bytes, locally and through a worker, and how many times it grew between them."""
+    fastest = {(row["how"], row["where"], row["size_bytes"]): min(row["runs_s"]) for row in rows}
+    lines = [f"{'fastest warm round trip':<27}{'where':<8}{format_bytes(smallest):>10}"
+             f"{format_bytes(largest):>10}{'grew':>8}"]
+    for how, label in LABELS.items():
+        for where in ("local", "remote"):
+            if (how, where, smallest) in fastest and (how, where, largest) in fastest:
+                low, high = fastest[how, where, smallest], fastest[how, where, largest]
+                lines.append(f"{label:<27}{where:<8}{format_seconds(low):>10}{format_seconds(high):>10}"
+                             f"{format_ratio(high / low):>7}×")
+    return "\n".join(lines)
+
+
 def plot_round_trips(rows: list[dict], axes) -> None:
     """Fastest warm round trip against size (noise only adds time), log-log, one line per way,
     floors (a) and (b) dashed:
@@ -457,6 +472,16 @@ def copied_on_resend(array: np.ndarray, ways: Iterable[str] = reducers.WAYS) -> 
                 del resent
             del received
     return copied
+
+
+def format_resends(copied: Mapping[str, Mapping[str, bool]]) -> str:
+    """What ``copied_on_resend`` measured, one line per expression: 'shared' or 'copied', each way."""
+    ways = list(copied)
+    lines = [f"{'sent on':<40}" + "".join(f"{way:>15}" for way in ways)]
+    for expression in RESENDS:
+        lines.append(f"{expression:<40}" + "".join(
+            f"{'copied' if copied[way][expression] else 'shared':>15}" for way in ways))
+    return "\n".join(lines)
 
 
 def _check_resend_prediction(answer, copied: Mapping[str, Mapping[str, bool]]) -> str | None:

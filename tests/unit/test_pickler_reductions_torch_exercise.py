@@ -69,3 +69,20 @@ def test_kept_torch_free_arrays_hold_one_open_file_each_before_python_3_13_and_n
 def test_ratios_keep_two_significant_digits_with_their_trailing_zeros():
     assert [pickler_reductions_torch.format_ratio(value) for value in (150.3, 6.5, 1.0, 0.0904, 0.00039)] == [
         "150", "6.5", "1.0", "0.090", "0.00039"]
+
+
+def test_the_reveal_table_names_each_expression_shared_or_copied_each_way(measured):
+    lines = pickler_reductions_torch.format_resends(measured["copied"]).splitlines()
+    assert lines[0].split() == ["sent", "on", *reducers.WAYS]
+    for line, (expression, word) in zip(lines[1:], RIGHT.items(), strict=True):
+        words = line.split()[-len(reducers.WAYS):]
+        assert line.startswith(expression) and words == [word] * len(reducers.WAYS), line
+
+
+def test_the_growth_table_divides_the_fastest_run_at_the_largest_size_by_the_smallest():
+    rows = [{"how": "pickle", "where": where, "size_bytes": size, "runs_s": runs}
+            for where, size, runs in (("local", 1, [0.002, 0.001]), ("local", 64, [0.3, 0.16]),
+                                      ("remote", 1, [0.004]))]
+    lines = pickler_reductions_torch.format_growth(rows, 1, 64).splitlines()
+    assert len(lines) == 2 and lines[1].split()[:3] == ["stdlib", "pickle", "local"]
+    assert lines[1].endswith("160×") and "1 ms" in lines[1] and "160 ms" in lines[1]
