@@ -262,7 +262,7 @@ def split_ways(array: np.ndarray, n_workers: int) -> dict[str, list[np.ndarray]]
 
     "whole": the same array to each (references, nothing copied yet); "slices": one contiguous
     slice each; "strided": every ``n_workers``-th element, from a different start for each;
-    "first quarter": the same first quarter to each. Slices are views: nothing is copied either.
+    "three quarters": the same first three quarters to each. Slices are views: nothing is copied either.
     """
     if not isinstance(n_workers, int) or n_workers < 1:
         raise ValueError(f"n_workers must be a whole number of at least 1, got {n_workers!r}")
@@ -271,7 +271,7 @@ def split_ways(array: np.ndarray, n_workers: int) -> dict[str, list[np.ndarray]]
         "whole": [array] * n_workers,
         "slices": [array[start:stop] for start, stop in zip(bounds[:-1], bounds[1:], strict=True)],
         "strided": [array[start::n_workers] for start in range(n_workers)],
-        "first quarter": [array[: array.size // 4]] * n_workers,
+        "three quarters": [array[: 3 * array.size // 4]] * n_workers,
     }
 
 
@@ -329,8 +329,9 @@ def track_memory_while_workers_hold(context, n_workers: int, data: np.ndarray) -
 
     A ``Pool`` and a ``Manager`` (its events travel as task arguments) are started and every worker
     warmed with a tiny array before tracking begins. Marks: "send" (tasks submitted), "all holding"
-    (each worker has read every page of its copy), "release". Processes are named by role: parent,
-    worker 1..N, manager.
+    (the first sample, read exactly, taken after each worker had read every page of its copy: the
+    plot's lines reach that state at this mark, not one sample later), "release". Processes are
+    named by role: parent, worker 1..N, manager.
     """
     with context.Manager() as manager, context.Pool(n_workers) as pool:
         release, tasks = hold_in_every_worker(pool, manager, data[:8], n_workers)
@@ -340,7 +341,11 @@ def track_memory_while_workers_hold(context, n_workers: int, data: np.ndarray) -
             _let_sampler_see(report, 0.0)
             report.mark("send")
             release, tasks = hold_in_every_worker(pool, manager, data, n_workers)
-            report.mark("all holding")
+            report.mark("all holding")  # one of the sampler's next two samples reads PSS exactly
+            _let_sampler_see(report, "all holding", samples=2)
+            report.marks["all holding"] = next(
+                (sample.time for sample in report.window("all holding") if sample.exact),
+                report.marks["all holding"])
             _let_sampler_see(report, "all holding")
             report.mark("release")
             release.set()
@@ -406,7 +411,7 @@ def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: flo
     return ax
 
 
-EXERCISE_WAYS = ("strided", "first quarter")  # the ways of ``split_ways`` the exercise asks about
+EXERCISE_WAYS = ("strided", "three quarters")  # the ways of ``split_ways`` the exercise asks about
 
 
 def _check_pickled_prediction(answer, n_workers: int, sent: Mapping[str, float]) -> str | None:
@@ -424,23 +429,23 @@ EXERCISE = Exercise(
     name="bytes through the pipes",
     question=("one fan-out sends one task per worker. How many arrays' worth of bytes does it pickle "
               "when worker i gets array[i::N_WORKERS] ('strided'), or every worker gets "
-              "array[:array.size // 4] ('first quarter')? Answer {'strided': ..., 'first quarter': ...}, "
-              "in arrays (1.0 = the array's bytes)."),
+              "array[:3 * array.size // 4] ('three quarters')? Answer "
+              "{'strided': ..., 'three quarters': ...}, in arrays (1.0 = the array's bytes)."),
     check=_check_pickled_prediction,
-    solution=lambda n_workers, sent: {"strided": 1.0, "first quarter": n_workers / 4},
+    solution=lambda n_workers, sent: {"strided": 1.0, "three quarters": 3 * n_workers / 4},
     explanation=("A view, strided or not, pickles a copy of just the elements it shows, and every task "
-                 "pickles its own argument: the strided views add up to one array, the same quarter "
-                 "sent to each worker costs a quarter of an array per worker."),
-    # A quarter, not a half: with 2 workers, half an array sent to each is one array in all, the answer
-    # "every split sends one array in all" gives too; a quarter tells them apart from 2 workers on.
-    misconceptions=(  # with 2 workers, as the lesson's unit test measures (and 3)
-        ({"strided": 1.0, "first quarter": 1.0},
+                 "pickles its own argument: the strided views add up to one array, the same three quarters "
+                 "sent to each worker cost three quarters of an array per worker."),
+    # Three quarters, not a quarter or a half: N / 4 (N / 2) of an array is one array in all at 4 (2)
+    # workers, the answer "every split sends one array in all" gives; 3 N / 4 is 1 for no worker count.
+    misconceptions=(  # with 2 workers, as the lesson's unit test measures (and 3, 4)
+        ({"strided": 1.0, "three quarters": 1.0},
          "every split sends one array in all"),
-        ({"strided": 2.0, "first quarter": 0.5},
+        ({"strided": 2.0, "three quarters": 1.5},
          "a strided view pickles the whole buffer it spans: N_WORKERS arrays in all"),
-        ({"strided": 1.0, "first quarter": 0.25},
+        ({"strided": 1.0, "three quarters": 0.75},
          "the pool pickles an argument that every task shares only once"),
-        ({"strided": 0.5, "first quarter": 0.25},
+        ({"strided": 0.5, "three quarters": 0.75},
          "what one task pickles (here half an array) is what the whole fan-out pickles"),
     ),
 )

@@ -143,3 +143,17 @@ def test_pss_rise_and_rise_order_read_each_role_above_its_median_before_the_mark
     assert pickle_baseline.rise_order(report, "send", "all holding", 50) == ["parent", "worker 1"]
     assert pickle_baseline.rise_order(report, "send", "all holding", 150) == ["parent"]
     assert pickle_baseline.rise_order(report, "send", "all holding", 500) == []
+
+
+def test_all_holding_marks_the_first_exact_sample_that_shows_every_worker_holding_its_copy():
+    """The plot's "all holding" line sits where the workers' lines reach their copies, not one
+    carried-over sample before."""
+    array = _random(32 * MiB)
+    report = pickle_baseline.track_memory_while_workers_hold(SPAWN, 2, array)
+    at = report.window("all holding")[0]
+    assert at.exact and at.time == report.marks["all holding"]
+    for role in ("worker 1", "worker 2"):
+        pid = next(pid for pid, name in report.process_labels.items() if name == role)
+        before = min(sample.processes[pid].pss for sample in report.window(0.0, "send")
+                     if pid in sample.processes)
+        assert at.processes[pid].pss - before >= 0.75 * array.nbytes, role
