@@ -430,11 +430,49 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         text += (": each `SharedMemory` task maps the segment afresh (lesson 07), where forked and "
                  "`sharedctypes` workers mapped it once")
     slowest = _slowest_of_zero_copy(here)
+    # A way as slow as the one the reference's reason names, in this run: said, lest the reason
+    # read as the whole story (only when this run's slowest is the reference's, at every size).
+    behind = _close_behind(here, slowest) if set(slowest_there.values()) == {slowest} else None
+    if behind is not None:
+        there = [c for c in references if behind in c.medians]
+        text += f"; `{behind}` came close here: " + (
+            f"a fixed cost per task (there {_times_fastest(there, behind)}, falling with size)"
+            if _falls(there, behind) else f"there {_times_fastest(there, behind)}")
     if here.claims[1].holds:
         how = f"within {CLOSE_TOGETHER:g}×, as the blog found"
     else:
         how = f"slowest `{slowest}`, {_this_run_against(here.claims[1], noisy[1], slowest in failed)}"
+    if behind is not None:
+        how += f"; `{behind}` {_times_fastest([here], behind)}"
     return f"{text}. This run: {format_ratio(here.claims[1].factor)}×, {how}."
+
+
+CLOSE_BEHIND = 1.25  # a zero-copy way within this factor of the slowest one is named beside it
+
+
+def _close_behind(column: ClaimColumn, slowest: str) -> str | None:
+    """The zero-copy way next to the slowest in ``column``, if its fan-out is within ``CLOSE_BEHIND``."""
+    group = {name: column.medians[name] for name in BLOG_ZERO_COPY
+             if name in column.medians and name != slowest}
+    if not group:
+        return None
+    runner = max(group, key=group.get)
+    return runner if group[runner] * CLOSE_BEHIND >= column.medians[slowest] else None
+
+
+def _factor_of_fastest(column: ClaimColumn, name: str) -> float:
+    return column.medians[name] / min(column.medians[n] for n in BLOG_ZERO_COPY if n in column.medians)
+
+
+def _times_fastest(columns: Sequence[ClaimColumn], name: str) -> str:
+    """'2.3×, 1.3×': ``name``'s fan-out over the fastest zero-copy way's, in each column."""
+    return ", ".join(f"{format_ratio(_factor_of_fastest(c, name))}×" for c in columns)
+
+
+def _falls(columns: Sequence[ClaimColumn], name: str) -> bool:
+    """True when ``name``'s ratio to the fastest zero-copy way falls size by size (two sizes or more)."""
+    factors = [_factor_of_fastest(c, name) for c in columns]
+    return len(factors) > 1 and all(a > b for a, b in zip(factors, factors[1:], strict=False))
 
 
 def disagreements_markdown(columns: Sequence[ClaimColumn]) -> str:
@@ -475,7 +513,8 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
     """Lesson 11's decision guide read by need, one Markdown bullet per need, its figures from this
     run: SharedMemory's fan-out beside sharedctypes' (why the guide still picks SharedMemory), what the
     executor added and took (why an array many tasks read goes into a SharedNDArray first), and the
-    file line (``file_advice_markdown``). A comparison whose way did not run is left out."""
+    file line (``file_advice_markdown``). A comparison whose way did not run is left out. What a way
+    added to memory is not said: it answers the lesson's exercise, and the guide is printed unanswered."""
     shm, ctypes = (_fan_out_ratio(results, floors, name) for name in ("shared_memory", "sharedctypes"))
     read_only = ("- **Read-only, one Linux machine:** fork (04) if it is safe (no threads), else a "
                  "`SharedMemory` segment (07): any start method, attach by name at any time; "
@@ -486,12 +525,12 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
         read_only += f" {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a)) but"
     read_only += " reaches workers only when they start."
     executor = "- **Existing pool code:** the shared-memory executor (08) or a pickler reduction (09)."
-    added, ex = added_arrays(results).get("executor"), _fan_out_ratio(results, floors, "executor")
-    if added is not None and ex is not None and shm is not None:
-        n_workers = ran(results)["executor"].n_workers
-        executor += (f" It copies each array per submit (here {format_arrays(added)} arrays with {n_workers} "
-                     f"workers, fan-out {ex:.3g}× against `shared_memory`'s {shm:.3g}×): put an array many "
-                     "tasks read in a `SharedNDArray` first (08).")
+    ex = _fan_out_ratio(results, floors, "executor")  # its memory answers the exercise: not said here
+    if ex is not None and shm is not None:
+        slower = ex > shm * SAME_WITHIN  # else the reason is memory alone: one copy for all its tasks
+        executor += (f" It copies each array per submit{'' if slower else ', though not slower here'} "
+                     f"(fan-out {ex:.3g}× against `shared_memory`'s {shm:.3g}×): put an array many tasks "
+                     f"read in a `SharedNDArray` first (08){'' if slower else ', one copy for them all'}.")
     else:
         executor += (" It copies each array per submit: put an array many tasks read in a `SharedNDArray` "
                      "first (08).")
@@ -502,8 +541,8 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
         "(05).",
         executor,
         "- **Several machines:** put it once, pass the reference: `ray.put` (one copy per node) or Dask's "
-        "`scatter(broadcast=True)` (lesson 10's exercise counts its copies); which is faster depends on your "
-        "network: `python -m helpers.bench --suite cluster`.",
+        "`scatter(broadcast=True)`; which is faster depends on your network: "
+        "`python -m helpers.bench --suite cluster`.",
         "- **Object arrays:** no shared way takes them (07): send them once per worker (03) or convert them "
         "to a fixed-width dtype.",
         file_advice_markdown(columns),
@@ -828,8 +867,14 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
 START_WHY = {"send_once": "the array pickled to each worker at start",
              "fork_cow": "fork copies no page of it"}
 # A late way whose start-up sends the array to every worker as pickle's fan-out does to every task: an
-# extra start-up beyond that whole fan-out is two start-ups' noise, not a cost to read.
+# extra start-up beyond that whole fan-out is said to come from the workers starting one by one.
 SENDS_LIKE_PICKLE = ("send_once",)
+# Why such a start-up takes longer than pickling the copies (seen with Pool(n, init, (array,)) under
+# spawn: Pool() itself returned ~95 ms later per worker with 16 MiB than with 8 items, 1, 2 and 4
+# workers): the parent writes each worker's pickled copy into the pipe that starts it, which holds 64
+# KiB, so the write waits until that worker's interpreter has started and reads it.
+START_SERIAL = ("the parent's write of each copy into a worker's 64 KiB start-up pipe waits until that "
+                "worker has started and reads it, so the workers start one after another, not together")
 NOTHING_SET_UP = 1e-4  # seconds: a setup under this made nothing (the array goes with every task)
 
 
@@ -880,7 +925,7 @@ def setup_note(results: Sequence, floors: tuple[Timing, Timing], references: Seq
                  "array than with an 8-item stand-in" + (f" ({why})" if why else ""))
         if name in SENDS_LIKE_PICKLE and pickle_fan is not None and done[name].setup_s > pickle_fan:
             text += (f"; more than pickle's whole fan-out ({format_seconds(pickle_fan)}), which pickles as "
-                     "many copies: a difference of two start-ups, noise-dominated here; read nothing into it")
+                     "many copies: " + START_SERIAL)
         lines.append(text)
     if nothing:
         most = max(done[name].setup_s for name in nothing)
