@@ -6,8 +6,8 @@ Python interpreter started with ``subprocess``, and the caller gets a ``ChildOut
 (exit status, what it printed, whether the segment still exists afterwards). Also here: the
 by-hand copy into a new segment (``copy_into_new_segment``), ``attach_and_hold_in_workers``, which
 holds workers idle and then attached, so the memory a shared array costs can be measured between
-two steady states, and ``EXERCISE``, the lesson's "Your turn". The shared table is in
-``helpers.lessons.shared_memory_tables``.
+two steady states, ``time_fan_out`` (where a fan-out of handles spends its time), and
+``EXERCISE``, the lesson's "Your turn". The shared table is in ``helpers.lessons.shared_memory_tables``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import numpy as np
 from helpers.lessons import workers
 from helpers.lessons.exercises import Exercise
 from helpers.measure.leftovers import SHM_DIR
-from helpers.measure.timing import stopwatch, time_it
+from helpers.measure.timing import Timing, stopwatch, time_it
 from helpers.measure.units import MiB
-from sharedarrays.shm import ArrayHandle, SharedNDArray
+from sharedarrays.shm import ArrayHandle, SharedNDArray, attach
 
 CHILD_TIMEOUT_SECONDS = 60.0
 SMALL_DEV_SHM = "8m"  # the private tmpfs size for the SIGBUS demonstration (mount's notation)
@@ -288,6 +288,39 @@ def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, rep
         join_or_kill(processes, timeout)
 
 
+@dataclass(frozen=True)
+class FanOutTimes:
+    """A fan-out of handles timed call by call (seconds): each call's wall time; in each call, the
+    slower worker's read of its slice (its first read through the mapping its task just made); and
+    such a first read over a second read of the same slice in the same task (the fastest of each, which
+    a busy machine slows least)."""
+
+    calls: Timing
+    reads: tuple[float, ...]
+    first_vs_second: float
+
+    def fastest(self) -> tuple[float, float]:
+        """The fastest call's wall time and, within it, the slower worker's read (seconds)."""
+        index = self.calls.runs.index(self.calls.min)
+        return self.calls.min, self.reads[index]
+
+
+def time_fan_out(pool, handle: ArrayHandle, bounds: list[tuple[int, int]], repeat: int = 5) -> FanOutTimes:
+    """Time ``repeat`` fan-outs of ``handle`` over ``bounds`` (one slice a worker) in a started pool,
+    after one untimed; each task attaches, sums its slice and says how long the sum took."""
+    tasks = [(handle, start, stop) for start, stop in bounds]
+    pool.starmap(sum_slice_timed, tasks)  # warm-up
+    walls, reads = [], []
+    for _ in range(repeat):
+        with stopwatch() as call:
+            results = pool.starmap(sum_slice_timed, tasks)
+        walls.append(call.seconds)
+        reads.append(max(seconds for _, seconds in results))
+    pairs = [pair for _ in range(3) for pair in pool.starmap(time_two_reads, tasks)]  # (first, second) a task
+    firsts, seconds = zip(*pairs, strict=True)
+    return FanOutTimes(Timing(tuple(walls)), tuple(reads), min(firsts) / min(seconds))
+
+
 def _check_growth_prediction(answer, n_workers: int, rss_arrays: float, pss_arrays: float,
                              noise_arrays: float) -> str | None:
     if not isinstance(answer, dict) or set(answer) != {"rss", "pss"} or not all(
@@ -338,6 +371,24 @@ def sum_segment_slice(name: str, n_items: int, start: int, stop: int) -> float:
         return total
     finally:
         segment.close()
+
+
+def sum_slice_timed(handle: ArrayHandle, start: int, stop: int) -> tuple[float, float]:
+    """``workers.sum_shared_slice``, also returning the seconds its sum took: (sum, seconds)."""
+    with attach(handle) as array, stopwatch() as read:
+        total = float(np.sum(array[start:stop]))
+    return total, read.seconds
+
+
+def time_two_reads(handle: ArrayHandle, start: int, stop: int) -> tuple[float, float]:
+    """Attach, then sum ``[start:stop]`` twice: seconds of the first read (each page is mapped into
+    this new mapping as it is first touched) and of the second (the pages already mapped)."""
+    with attach(handle) as array:
+        with stopwatch() as first:
+            np.sum(array[start:stop])
+        with stopwatch() as second:
+            np.sum(array[start:stop])
+    return first.seconds, second.seconds
 
 
 def nansum_field_slice(handle, field: str, start: int, stop: int) -> float:

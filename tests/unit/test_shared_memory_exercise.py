@@ -63,6 +63,17 @@ def test_the_by_hand_copy_times_both_copies_and_unlinks_its_segment():
     assert copy.fresh_seconds > 0 and copy.resident_seconds > 0
 
 
+def test_a_fan_out_is_timed_call_by_call_with_its_workers_reads():
+    n_items = ARRAY_BYTES // 8
+    bounds = [(0, n_items // 2), (n_items // 2, n_items)]
+    source = np.random.default_rng(3).random(n_items)
+    with SharedNDArray.copy_of(source) as shared, SPAWN.Pool(N_WORKERS) as pool:
+        times = shared_memory.time_fan_out(pool, shared.handle, bounds, repeat=3)
+    assert len(times.calls.runs) == len(times.reads) == 3 and times.first_vs_second > 0
+    fastest, read = times.fastest()
+    assert fastest == times.calls.min and 0 < read < fastest
+
+
 @pytest.mark.parametrize("n_rows, text, message", [
     (0, "bytes", "n_rows must be"), (2.5, "bytes", "n_rows must be"), (10, "utf8", "text must be one of")])
 def test_a_bad_table_is_refused_clearly(n_rows, text, message):
@@ -119,14 +130,15 @@ def fan_outs_of(pickled_bytes, pickled_objects, shared, traced, rows=1000, objec
 
 @pytest.mark.parametrize("times, says", [
     ((0.004, 0.008, 0.001, 0.024), ["took 80× as long as a new segment", "pickling itself 4×, times 20×",
-                                    "3× as long again: 240× in all", "That covers the post's 100×"]),
-    ((0.004, 0.008, 0.001, None), ["80× as long", "That is near the post's 100×"]),
+                                    "3× as long again: 240× in all, more than the post's 100×"]),
+    ((0.004, 0.008, 0.001, None), ["80× as long", "20× for the strings, near the post's 100×"]),
     ((0.002, 0.0005, 0.001, 0.0006), ["took 5× as long", "1.2× as long again: 6× in all",
-                                      "we do not reproduce", "on a table 1.8× this one's size"]),
+                                      "we do not reproduce"]),
 ])
 def test_the_posts_factor_is_worded_by_the_measured_times_per_row(times, says):
-    text = shared_memory_tables.post_versions(fan_outs_of(*times), 128 * MiB)
-    assert all(said in text for said in says), text
+    text = shared_memory_tables.post_versions(fan_outs_of(*times), 128 * MiB, N_WORKERS)
+    scaling = ["the post's: 1.8× ours", "the post ran 4, we 2", "2.09 s also counts starting"]
+    assert all(said in text for said in says + scaling), text
 
 
 def test_a_table_with_its_text_as_objects_is_refused_by_shared_memory():
