@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
+import psutil
 
 from helpers.lessons import ray_session
 from helpers.lessons.demos import join_or_kill
@@ -279,6 +280,31 @@ def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
                 process.close()
 
 
+def page_table_bytes(pid: int) -> int | None:
+    """Bytes of process ``pid``'s page tables, the OS's map of its memory, which forking copies
+    (``VmPTE`` in /proc/PID/status); None where that is not readable (not Linux, or it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmPTE:"):
+                    return int(line.split()[1]) * 1024  # the kernel writes it in kB
+    except OSError:
+        return None
+    return None
+
+
+def forkserver_pid() -> int | None:
+    """The pid of this process's forkserver (its child whose command line names
+    multiprocessing.forkserver), or None when none runs."""
+    for child in psutil.Process().children():
+        try:
+            if "forkserver" in " ".join(child.cmdline()):
+                return child.pid
+        except psutil.Error:
+            continue
+    return None
+
+
 def refcount(obj: object) -> int:
     """The reference count CPython stores in ``obj``'s own header (its first field, at ``id(obj)``),
     read from memory; counts the reference this call holds too."""
@@ -392,10 +418,10 @@ def _check_private_fractions(answer, plain: float, frozen: float) -> str | None:
 
 EXERCISE = Exercise(
     name="reading inherited objects",
-    question=("forked workers only iterate over the inherited rows and sum their numbers. What fraction "
-              "of the rows' footprint (0: none, 1: all of it) does each worker make private, as is "
-              "('plain') and after gc.freeze() in the parent ('frozen')? Answer {'plain': ..., "
-              "'frozen': ...}."),
+    question=("two separate sets of forked workers each iterate once over the inherited rows, summing "
+              "their numbers: the first set forked with the rows as they are ('plain'), the second forked "
+              "after gc.freeze() in the parent ('frozen'). What fraction of the rows' footprint (0: none, "
+              "1: all of it) does each worker make private? Answer {'plain': ..., 'frozen': ...}."),
     check=_check_private_fractions,
     solution=lambda plain, frozen: {"plain": 1.0, "frozen": 1.0},
     explanation=("Reading a Python object writes its reference count, so each worker copies nearly every "
