@@ -1,7 +1,8 @@
 """Lesson 08's building blocks: the shared-memory executor in a few lines, and what we measure of it.
 
 ``submit_with_handles`` (the idea by hand), ``copy_floors`` (the two copies a round trip is compared
-with), ``time_round_trips`` (first call, warm, already shared), ``fan_out_memory`` (the tree's PSS
+with), ``time_round_trips`` (first call, warm, already shared), ``time_new_results`` (a task that
+returns a new big array), ``fan_out_memory`` (the tree's PSS
 while every worker holds the same array), ``callers_view`` (what callbacks and waiting threads see),
 and, in a fresh interpreter, ``globals_after_use`` and ``kill_program_mid_task`` (the faults of a
 widely used package of this kind: a global ``Future`` monkeypatch; segments left by a killed
@@ -161,6 +162,16 @@ def time_round_trips(executor, array: np.ndarray, repeat: int = 5, warmup: int =
         with SharedNDArray.copy_of(array) as in_shared_memory:
             already = time_it(lambda: round_trip(in_shared_memory.array), repeat=repeat, warmup=warmup)
     return RoundTrips(first.seconds, Timing(tuple(warm)), already, Timing(tuple(copies)))
+
+
+def time_new_results(executor, array: np.ndarray, repeat: int = 5, warmup: int = 1) -> Timing:
+    """Seconds of ``submit(plus_one, array).result()``, the result dropped at once: a task that returns
+    a new array as big as its argument (for ours: a new result segment every call, unlinked when the
+    result is dropped, inside the timing)."""
+    def round_trip() -> None:
+        executor.submit(workers.plus_one, array).result()  # dropped here: its segment goes now
+
+    return time_it(round_trip, repeat=repeat, warmup=warmup)
 
 
 @dataclass(frozen=True)

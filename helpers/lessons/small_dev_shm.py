@@ -5,7 +5,8 @@ private tmpfs of ``shm_mib`` MiB (Linux, root and ``unshare`` needed: ``why_not_
 missing). The program does the same work through ``ProcessPoolExecutor`` and through
 ``SharedMemoryExecutor``: ``plus_one`` of a 20 MiB array, then of a 24 MiB one (each result dropped),
 then five 20 MiB results held at once; it reports which answers were right, how many arrays ours
-pickled for want of room, the notices it logged, and what it left in /dev/shm.
+pickled for want of room and which (the tasks whose argument, whose result was pickled), the
+notices it logged, and what it left in /dev/shm.
 """
 
 from __future__ import annotations
@@ -25,30 +26,39 @@ PROGRAM = """
     from helpers.lessons import workers
     from helpers.lessons.demos import notices_of_sharedarrays
     from sharedarrays.executor import SharedMemoryExecutor
+    from sharedarrays.shm import handle_of
     MiB = 1 << 20
 
-    def work(executor):
-        '''plus_one of 20 then 24 MiB (dropped), then five 20 MiB results held: is each one right?'''
+    def work(executor, pickled):
+        '''plus_one of 20 then 24 MiB (dropped), then five 20 MiB results held: is each one right?
+        Appends to ``pickled`` (ours only) each task's arrays pickled: (arguments, results).'''
+        def call(array):
+            before = getattr(executor, "pickled_fallbacks", 0)
+            result = executor.submit(workers.plus_one, array).result()
+            if hasattr(executor, "pickled_fallbacks"):
+                result_pickled = int(handle_of(result) is None)
+                pickled.append((executor.pickled_fallbacks - before - result_pickled, result_pickled))
+            return result
         right = []
         for n_mib in (20, 24):
-            result = executor.submit(workers.plus_one, np.zeros(n_mib * MiB // 8)).result()
+            result = call(np.zeros(n_mib * MiB // 8))
             right.append(bool((result == 1).all()))
             del result
-        held = [executor.submit(workers.plus_one, np.full(20 * MiB // 8, float(n))).result()
-                for n in range(5)]
+        held = [call(np.full(20 * MiB // 8, float(n))) for n in range(5)]
         right += [bool((result == n + 1).all()) for n, result in enumerate(held)]
         return right
 
     if __name__ == "__main__":
         context = mp.get_context(sys.argv[1])
+        by_task = []
         with ProcessPoolExecutor(1, context) as executor:
-            stdlib_right = work(executor)
+            stdlib_right = work(executor, by_task)
         with notices_of_sharedarrays() as said:
             with SharedMemoryExecutor(1, context) as executor:
-                ours_right = work(executor)
+                ours_right = work(executor, by_task)
                 pickled = executor.pickled_fallbacks
         print(json.dumps({"stdlib_right": stdlib_right, "ours_right": ours_right,
-                          "pickled_fallbacks": pickled, "notices": said,
+                          "pickled_fallbacks": pickled, "pickled_by_task": by_task, "notices": said,
                           "left": sorted(os.listdir("/dev/shm"))}))
 """
 
@@ -56,13 +66,24 @@ PROGRAM = """
 @dataclass
 class SmallShmRun:
     """What the program reported: per answer, whether it was right (stdlib, ours); how many arrays
-    ours pickled; the notices it logged; the names left in the private /dev/shm at the end."""
+    ours pickled, and per task (arguments pickled, results pickled); the notices it logged; the
+    names left in the private /dev/shm at the end."""
     shm_mib: int
     stdlib_right: list[bool]
     ours_right: list[bool]
     pickled_fallbacks: int
+    pickled_by_task: list[tuple[int, int]]
     notices: list[str]
     left: list[str]
+
+    def which_pickled(self) -> str:
+        """Which tasks' arrays ours pickled (tasks numbered from 1), e.g. 'the results of tasks 4-7'."""
+        parts = []
+        for kind, index in (("arguments", 0), ("results", 1)):
+            tasks = [number for number, counts in enumerate(self.pickled_by_task, 1) if counts[index]]
+            if tasks:
+                parts.append(f"the {kind} of task{'s' * (len(tasks) > 1)} {', '.join(map(str, tasks))}")
+        return " and ".join(parts) or "none"
 
 
 def why_not_here() -> str | None:

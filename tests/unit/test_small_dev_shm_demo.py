@@ -14,9 +14,17 @@ def test_on_64_mib_ours_gives_every_right_answer_the_stdlib_gives_and_says_it_pi
     assert run.stdlib_right == [True] * 7
     assert run.ours_right == run.stdlib_right
     assert run.pickled_fallbacks > 0 and len(run.notices) == 1 and "pickled_fallbacks" in run.notices[0]
+    assert len(run.pickled_by_task) == 7 and sum(map(sum, run.pickled_by_task)) == run.pickled_fallbacks
+    assert "the results of tasks" in run.which_pickled()  # no room left for a result once some are held
     assert run.left == []
 
 
 def test_a_reason_is_one_line_or_none():
     reason = small_dev_shm.why_not_here()
     assert reason is None or (reason and "\n" not in reason)
+
+
+def test_which_pickled_names_the_tasks_by_kind():
+    run = small_dev_shm.SmallShmRun(64, [True] * 3, [True] * 3, 3, [[0, 0], [1, 1], [0, 1]], ["n"], [])
+    assert run.which_pickled() == "the arguments of task 2 and the results of tasks 2, 3"
+    assert small_dev_shm.SmallShmRun(64, [], [], 0, [[0, 0]], [], []).which_pickled() == "none"
