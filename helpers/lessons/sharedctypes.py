@@ -16,12 +16,13 @@ import statistics
 import textwrap
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.sharedctypes import SynchronizedBase
 
 import numpy as np
 
 from helpers.lessons.exercises import Exercise
+from helpers.measure.memory import MemoryReport
 from helpers.measure.timing import Timing, time_it
 
 BARRIER_SECONDS = 60.0  # a worker waiting longer than this for its peers raises BrokenBarrierError
@@ -71,6 +72,14 @@ def time_making(make: Callable[[], object], repeat: int = 3) -> Timing:
         return time_it(lambda: made.append(make()), repeat=repeat, setup=made.clear)
     finally:
         made.clear()
+
+
+def one_mark_per_state(report: MemoryReport) -> MemoryReport:
+    """A copy of ``report`` whose plot labels each held state once, where it begins: the
+    ``'<state> holding'`` marks renamed ``'<state>'``, the ``'<state> end'`` marks dropped."""
+    marks = report.marks.items()
+    starts = {label.removesuffix(" holding"): at for label, at in marks if not label.endswith(" end")}
+    return replace(report, marks=starts)
 
 
 def _mappings(pid: int | None) -> list[tuple[str, int, int, int]]:
@@ -225,7 +234,7 @@ def add_locally(view: np.ndarray, counter, lock, iterations: int) -> None:
 
 
 LOOPS = {"unlocked": add_unlocked, "item": add_item, "locked": add_locked, "local": add_locally}
-RACE_ITERATIONS = {"unlocked": 200_000, "item": 20_000, "locked": 50_000, "local": 200_000}  # per worker
+RACE_ITERATIONS = dict.fromkeys(LOOPS, 200_000)  # per worker, alike for every way so that their rows compare
 
 
 def compile_line(line: str):
@@ -374,7 +383,7 @@ def increment_table(
 ) -> str:
     """One line per way (of ``ways``, default all): expected and counted totals, lost updates and
     their share of the expected total (min-max over runs), and the median wall and CPU seconds per
-    update. Ways differ in how many updates they make, so compare the shares, not the counts."""
+    update."""
     from helpers.measure.units import format_seconds
 
     lines = [f"{'way':<31} {'expected':>9} {'counted (min-max)':>19} {'lost (min-max)':>17} "

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from helpers.lessons import sharedctypes as demo
+from helpers.measure.memory import MemoryReport
 from helpers.measure.units import MiB
 
 SPAWN = mp.get_context("spawn")
@@ -177,3 +178,15 @@ def test_increment_table_gives_lost_updates_as_a_share_of_the_expected_total():
     seconds = {"unlocked": 1e-4}
     row = demo.increment_table(runs, seconds, seconds).splitlines()[1]
     assert "5-10" in row and "25%-50%" in row
+
+
+def test_one_mark_per_state_labels_each_state_once_and_leaves_the_report_alone():
+    report = MemoryReport(interval=0.1, marks={"idle holding": 1.0, "idle end": 2.0, "busy holding": 2.1,
+                                               "busy end": 3.0, "done": 3.5})
+    assert demo.one_mark_per_state(report).marks == {"idle": 1.0, "busy": 2.1, "done": 3.5}
+    assert len(report.marks) == 5
+
+
+def test_every_race_runs_as_many_additions_so_their_rows_compare():
+    assert set(demo.RACE_ITERATIONS) == set(demo.INCREMENT_WAYS)
+    assert len(set(demo.RACE_ITERATIONS.values())) == 1
