@@ -34,6 +34,12 @@ SAME_WITHIN = 1.1  # two medians closer than this factor are "about the same"
 BLOG_MS = {"pickle": 4137.79, "fork_cow": 80.30, "sharedctypes": 102.24, "memmap_disk": 159.62,
            "memmap_tmpfs": 108.68, "shared_memory": 99.96, "ray_by_value": 252.08, "ray_object_store": 70.65}
 BLOG_LABEL = "the blog's timings"
+
+
+def _factor(ratio: float) -> str:
+    """A ratio for prose and tables: two decimals under 2 (1.09 must not read as the 1.1 a claim
+    asks for), else two significant digits ('3.5', '27'); append the '×' yourself."""
+    return f"{ratio:.2f}" if ratio < 2 else format_ratio(ratio)
 # The strategies the lesson's live run leaves to the reference results and the panel, and why (what
 # each copies, lesson 11 prints after its exercise): seconds of start-up, or the lesson's minute.
 NOT_LIVE = {
@@ -158,7 +164,9 @@ def plot_times(results: Sequence, floors: tuple[Timing, Timing], ax=None, log: b
     if log:
         ax.set_xscale("log")
     n_bytes = done[0].array_bytes if done else 0
-    ax.set_xlabel("median seconds" + (" (log scale)" if log else ""))
+    runs = len(done[0].fan_out.runs) if done else 0
+    timed = "one timed run" if runs == 1 else f"median of {runs} timed runs"
+    ax.set_xlabel(f"seconds, {timed}" + (" (log scale)" if log else ""))
     ax.set_title(f"Time: {format_bytes(n_bytes)} of float64, {done[0].n_workers if done else 0} workers")
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2)  # below: no bar hidden
     return ax
@@ -197,6 +205,23 @@ def plot_memory(results: Sequence, ax=None):
     ax.set_title("Memory: what each way adds to the machine")
     ax.legend(fontsize=7, loc="lower right")
     return ax
+
+
+def memory_figure_markdown(results: Sequence) -> str:
+    """``plot_memory``'s figure as Markdown, a PNG inside an ``<img>`` tag (so that it can be shown
+    collapsed, as ``exercises.reveal`` shows text); the figure is closed, never displayed itself."""
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+
+    figure = plot_memory(results).figure
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")  # as the inline backend draws
+    plt.close(figure)
+    png = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return (f'<img alt="{figure.axes[0].get_title()}: one bar per strategy, in arrays" '
+            f'src="data:image/png;base64,{png}">')
 
 
 def _axes(ax, n_rows: int):
@@ -335,7 +360,7 @@ def noisy_verdicts(columns: Sequence[ClaimColumn]) -> list[list[bool]]:
 
 
 def _cell(claim: Claim, noisy: bool = False) -> str:
-    figure = "" if claim.factor is None else f" ({format_ratio(claim.factor)}×)"
+    figure = "" if claim.factor is None else f" ({_factor(claim.factor)}×)"
     if noisy:
         return f"{WITHIN_NOISE}{figure}"
     return {True: "holds", False: "**no**", None: "cannot tell"}[claim.holds] + figure
@@ -365,8 +390,8 @@ def blog_timings_markdown(results: Sequence) -> str:
     lines = ["| way | the blog's ms | the blog: × its fastest | this run: × its fastest |",
              "|---|---|---|---|"]
     for name, ms in sorted(BLOG_MS.items(), key=lambda item: item[1]):
-        ours = f"{format_ratio(here[name] / here_fastest)}×" if name in here else "not run"
-        lines.append(f"| {name} | {ms:,.2f} | {format_ratio(ms / blog_fastest)}× | {ours} |")
+        ours = f"{_factor(here[name] / here_fastest)}×" if name in here else "not run"
+        lines.append(f"| {name} | {ms:,.2f} | {_factor(ms / blog_fastest)}× | {ours} |")
     return "\n".join(lines)
 
 
@@ -379,7 +404,7 @@ def _this_run_against(claim: Claim, noisy: bool, agrees: bool) -> str:
 
 def _sizes(columns: Sequence[ClaimColumn], index: int, names: dict | None = None) -> str:
     """'0.9×, 0.53×': claim ``index``'s ratio in each column, smallest size first (and ``names[label]``)."""
-    return ", ".join(f"{format_ratio(c.claims[index].factor)}×" + (f" (`{names[c.label]}`)" if names else "")
+    return ", ".join(f"{_factor(c.claims[index].factor)}×" + (f" (`{names[c.label]}`)" if names else "")
                      for c in columns)
 
 
@@ -404,7 +429,7 @@ def _disk_or_tmpfs(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         text += ": lesson 06 counted fewer page faults per read there"
     factor = here.claims[2].factor
     agrees = (factor >= SAME_WITHIN) == (statistics.median(factors) >= SAME_WITHIN)
-    return (f"{text}. This run: {format_ratio(factor)}×, "
+    return (f"{text}. This run: {_factor(factor)}×, "
             f"{_this_run_against(here.claims[2], noisy[2], agrees)}.")
 
 
@@ -441,10 +466,21 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
     if here.claims[1].holds:
         how = f"within {CLOSE_TOGETHER:g}×, as the blog found"
     else:
-        how = f"slowest `{slowest}`, {_this_run_against(here.claims[1], noisy[1], slowest in failed)}"
+        how = f"slowest `{slowest}`"
+        # The reference's slowest, too slow here on its own: the claim fails here for the reason said.
+        alone = [name for name in sorted(failed) if name != slowest and name in here.medians
+                 and _factor_of_fastest(here, name) > CLOSE_TOGETHER]
+        if alone and not noisy[1]:
+            there = [c for c in references if slowest in c.medians]
+            if _falls(there, slowest):
+                how += f" (a fixed cost per task: there {_times_fastest(there, slowest)}, falling with size)"
+            how += (f", and `{alone[0]}` alone is {_times_fastest([here], alone[0])}"
+                    + (", mapping afresh" if alone[0] == "shared_memory" else "") + " as on the reference")
+        else:
+            how += f", {_this_run_against(here.claims[1], noisy[1], slowest in failed)}"
     if behind is not None:
         how += f"; `{behind}` {_times_fastest([here], behind)}"
-    return f"{text}. This run: {format_ratio(here.claims[1].factor)}×, {how}."
+    return f"{text}. This run: {_factor(here.claims[1].factor)}×, {how}."
 
 
 CLOSE_BEHIND = 1.25  # a zero-copy way within this factor of the slowest one is named beside it
@@ -466,7 +502,7 @@ def _factor_of_fastest(column: ClaimColumn, name: str) -> float:
 
 def _times_fastest(columns: Sequence[ClaimColumn], name: str) -> str:
     """'2.3×, 1.3×': ``name``'s fan-out over the fastest zero-copy way's, in each column."""
-    return ", ".join(f"{format_ratio(_factor_of_fastest(c, name))}×" for c in columns)
+    return ", ".join(f"{_factor(_factor_of_fastest(c, name))}×" for c in columns)
 
 
 def _falls(columns: Sequence[ClaimColumn], name: str) -> bool:
@@ -500,8 +536,8 @@ def file_advice_markdown(columns: Sequence[ClaimColumn]) -> str:
     verb = ("matched or beat" if all(f < SAME_WITHIN for f in factors) else
             "was slower than" if all(f >= SAME_WITHIN for f in factors) else
             "matched or beat, at some sizes,")
-    return (f"{text}; on the reference VM disk {verb} tmpfs ({_range(factors)} its time, section 5), this "
-            f"run {format_ratio(here)}×: measure yours.")
+    return (f"{text}; on the reference VM disk {verb} tmpfs ({_range(factors, _factor)} its time, "
+            f"section 5), this run {_factor(here)}×: measure yours.")
 
 
 def _fan_out_ratio(results: Sequence, floors: tuple[Timing, Timing], name: str) -> float | None:
@@ -541,12 +577,37 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
         "(05).",
         executor,
         "- **Several machines:** put it once, pass the reference: `ray.put` (one copy per node) or Dask's "
-        "`scatter(broadcast=True)`; which is faster depends on your network: "
-        "`python -m helpers.bench --suite cluster`.",
-        "- **Object arrays:** no shared way takes them (07): send them once per worker (03) or convert them "
-        "to a fixed-width dtype.",
+        "`scatter(broadcast=True)`; `python -m helpers.bench --suite cluster` measures which is faster on "
+        "your network.",
+        object_arrays_advice(results),
         file_advice_markdown(columns),
     ])
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def object_arrays_advice(results: Sequence) -> str:
+    """The guide's line for object arrays: no segment or file holds them, fork un-shares what it reads,
+    else send them once per worker, with when that pays off here: the ``n``-th fan-out from which its
+    start-up (setup) plus n fan-outs cost no more than n of pickle's fan-outs."""
+    text = ("- **Object arrays:** no segment or file holds them (07); forked workers read them, but "
+            "refcounts un-share every page read (04); else send them once per worker (03)")
+    done = ran(results)
+    pickle, once = done.get("pickle"), done.get("send_once")
+    if pickle is None or once is None or once.setup_s is None:
+        return text + " or convert them to a fixed-width dtype."
+    per_call, start = pickle.fan_out.median, once.setup_s
+    saved = per_call - once.fan_out.median  # what each fan-out saves over pickling it per task
+    if saved <= 0:
+        return (text + f", not faster here (fan-out {format_seconds(once.fan_out.median)} against pickle's "
+                f"{format_seconds(per_call)}), or convert them to a fixed-width dtype.")
+    pays = max(1, math.ceil(start / saved))
+    cost = "more" if start > per_call else "less"
+    return (text + f" if the pool serves many calls: its start-up here ({format_seconds(start)}) cost {cost} "
+            f"than pickle's whole fan-out ({format_seconds(per_call)}), repaid from the {_ordinal(pays)} "
+            "fan-out; or convert them to a fixed-width dtype.")
 
 
 # What each way copies, as lesson 11 prints it after its exercise: lesson 10's exercise asks how many
@@ -746,8 +807,9 @@ def memory_note(results: Sequence, references: Sequence) -> str:
 
 
 def memory_what_to_see(results: Sequence, references: Sequence) -> str:
-    """Markdown for lesson 11's memory plot, every group and figure read from ``results`` (and, for
-    a way that added more than its copies or was not measured, from the ``references``)."""
+    """Markdown for lesson 11's memory plot, every group and figure read from ``results``; the ways that
+    added more than their copies are named, with a pointer to the table's note (``memory_note``),
+    which says why."""
     added, groups = added_arrays(results), memory_groups(results)
     if not added:
         return "*What to see:* no strategy's memory was measured in this run."
@@ -764,9 +826,13 @@ def memory_what_to_see(results: Sequence, references: Sequence) -> str:
     parts = [f"{names(group)} {_verb(groups[group], 'adds', 'add')}{text[3:]}" for group, text in said.items()
              if groups[group]]
     text = "*What to see* (arrays added): " + "; ".join(parts) + "."
-    kept = kept_buffers(results, references)
-    extra = (kept, server_copies(results, references, bool(kept)))  # the noise: said in the table's note
-    return " ".join([text, *(part for part in extra if part)])
+    server = [name for name in groups["per worker and one"] if _whole(added[name]) > n_workers + 1]
+    more = [*groups["more"], *server]  # a server's own copy plus one per worker is no more than its copies
+    if more:
+        listed = ", ".join(f"`{name}` ({format_arrays(added[name])})" for name in more)
+        text += (f" {listed} {_verb(more, 'holds', 'hold')} more than {_their(more)} copies: the note under "
+                 "section 2's table says more.")
+    return text
 
 
 # The strategies whose round trip brings the result back pickled through a pipe (their mechanisms'
@@ -781,9 +847,14 @@ COPY_PER_TASK = ("pickle", "manager", "executor", "reducer_torch", "reducer_shar
                  "dask_by_value")
 
 
-# What a way that does not copy per task copies instead, when its fan-out is among the slowest.
-NOT_PER_TASK = {"joblib": "copies once per call, not per task: each fan-out dumps the array into a file "
-                          "first (lesson 06); it"}
+# What a way that does not copy per task does instead, when its fan-out is among the slowest.
+NOT_PER_TASK = {"joblib": "copies it once per call (its dump, inside the fan-out's time)",
+                "memmap_disk": "copies nothing but maps the file afresh in every task",
+                "memmap_tmpfs": "copies nothing but maps the file afresh in every task",
+                "shared_memory": "copies nothing but maps the segment afresh in every task"}
+# Process ways that copy nothing per task and map the array once per worker: their fan-out over
+# threads' is what a process task costs beyond the sum (its dispatch, its reply, a wait for a CPU).
+MAPPED_ONCE = ("fork_cow", "sharedctypes")
 
 
 def _span(ratios: dict[str, float]) -> str:
@@ -795,8 +866,8 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(f"`{name}`" for name in names)
 
 
-def _range(ratios: Sequence[float]) -> str:
-    low, high = format_ratio(min(ratios)), format_ratio(max(ratios))
+def _range(ratios: Sequence[float], form: Callable[[float], str] = format_ratio) -> str:
+    low, high = form(min(ratios)), form(max(ratios))
     return f"{low}×" if low == high else f"{low}× to {high}×"
 
 
@@ -820,7 +891,8 @@ def _round_trips_against_floor_b(trip: dict[str, float], slow_trips: list[str], 
 
 def _hypothesis(fan: dict[str, float]) -> str:
     """Whether the lesson's hypothesis held on the fan-outs ``fan`` (× floor (a)): are the ways that
-    copy the array per task the slowest ones?"""
+    copy the array per task the slowest ones? A way among the slowest that does not says what it
+    does instead (``NOT_PER_TASK``)."""
     per_task = [name for name in COPY_PER_TASK if name in fan]
     if not per_task or len(per_task) == len(fan):
         return ""
@@ -832,19 +904,32 @@ def _hypothesis(fan: dict[str, float]) -> str:
     left_out = sorted((name for name in per_task if name not in slowest), key=fan.__getitem__, reverse=True)
 
     def listed(names: list[str]) -> str:
-        return ", ".join(f"`{name}` ({fan[name]:.3g}×)" for name in names)
+        return " and ".join(f"`{name}` ({fan[name]:.3g}×)" for name in names)
 
-    def does(names: list[str]) -> str:
-        return "does" if len(names) == 1 else "do"
+    def instead(name: str) -> str:
+        return f"`{name}` ({fan[name]:.3g}×), which " + NOT_PER_TASK.get(name, "copies nothing per task")
 
-    why = [NOT_PER_TASK[name] for name in intruders if name in NOT_PER_TASK]
-    if len(why) == len(intruders) == 1:  # say what it copies instead
-        copies, tail = f" {why[0]}", "copies per task" if len(left_out) == 1 else "copy per task"
-    else:
-        copies, tail = f", which {does(intruders)} not,", does(left_out)
     return (f" **The hypothesis held in part:** {len(slowest) - len(intruders)} of the {len(slowest)} "
-            f"slowest fan-outs copy the array per task; {listed(intruders)}{copies} took longer than "
-            f"{listed(left_out)}, which {tail}.")
+            f"slowest fan-outs copy the array per task; {_and([instead(name) for name in intruders])}, took "
+            f"longer than {listed(left_out)}, which {'does' if len(left_out) == 1 else 'do'}.")
+
+
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + ", and " + parts[-1]
+
+
+def _fixed_cost(done: dict, fan: dict[str, float]) -> str:
+    """The sentence on what a process task costs beyond the sum: threads' fan-out beside the fastest
+    of ``MAPPED_ONCE`` (a process way that copies nothing)."""
+    mapped = [name for name in MAPPED_ONCE if name in fan]
+    if "threads" not in fan or not mapped:
+        return ""
+    way = min(mapped, key=fan.__getitem__)
+    thread_s, way_s = done["threads"].fan_out.median, done[way].fan_out.median
+    how = ", here more than the sum" if way_s > 2 * thread_s else ""
+    return (f" A process task also pays a dispatch, a reply and any wait for a CPU{how}: `threads` summed "
+            f"the array in {format_seconds(thread_s)}, `{way}`, which copies nothing, in "
+            f"{format_seconds(way_s)}.")
 
 
 def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
@@ -859,8 +944,9 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     if len(fan) < 2 or len(trip) < 2:
         return "*What to see:* too few strategies ran here to compare."
     slow_trips = sorted(trip, key=trip.__getitem__, reverse=True)[:len(RESULT_PICKLED_BACK)]
-    return (f"*What to see* (× floor (a)): fan-outs span {_span(fan)}, round trips {_span(trip)}. "
-            + _round_trips_against_floor_b(trip, slow_trips, fresh / warm) + _hypothesis(fan))
+    return (f"*What to see* (× floor (a)): fan-outs span {_span(fan)}, round trips {_span(trip)}."
+            + _fixed_cost(done, fan) + " " + _round_trips_against_floor_b(trip, slow_trips, fresh / warm)
+            + _hypothesis(fan))
 
 
 # What the extra start-up of a pool that gets the array as it starts holds, over one started on a stand-in.

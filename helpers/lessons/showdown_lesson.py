@@ -69,38 +69,3 @@ EXERCISE = Exercise(
     ),
 )
 
-
-def _arrays(added: dict[str, float], name: str) -> str:
-    return f"{format_arrays(added[name])} arrays" if name in added else "memory not measured"
-
-
-def _times(ratios: dict[str, float], name: str) -> str:
-    return f"{ratios[name]:.3g}×" if name in ratios else "did not run"  # as the table rounds them
-
-
-def references_found(ratios: dict[str, float], added: dict[str, float], claims: list, n_workers: int,
-                     noisy: list[bool] | None = None) -> list[str]:
-    """What this run found about each source of the References, one line each: ``ratios`` are
-    fan-out medians over floor (a) by strategy (shown as "2.1×"), ``added`` arrays added to the
-    tree's PSS by strategy, ``claims`` the blog's claims checked on this run (``showdown.Claim``),
-    ``noisy`` which of them read within noise at one run (``showdown.noisy_verdicts``): counted apart."""
-    noisy = noisy or [False] * len(claims)
-    held = sum(1 for claim, mark in zip(claims, noisy, strict=True) if claim.holds and not mark)
-    blog = f"Blog: {held} of its {len(claims)} claims held in this run"
-    blog += f", {sum(noisy)} within noise at one run." if any(noisy) else "."
-
-    def arrays(name: str) -> str:
-        return _arrays(added, name)
-
-    def times(name: str) -> str:
-        return _times(ratios, name)
-
-    return [
-        blog,
-        f"`SharedMemory`: {arrays('shared_memory')} with {n_workers} workers; "
-        f"fan-out {times('shared_memory')}.",
-        f"`sharedctypes.RawArray`: {arrays('sharedctypes')}; fan-out {times('sharedctypes')}.",
-        f"`fork`: {arrays('fork_cow')}; fan-out {times('fork_cow')}.",
-        f"`numpy.memmap`: fan-out {times('memmap_disk')} on disk, {times('memmap_tmpfs')} on tmpfs.",
-        f"Ray: fan-out {times('ray_by_value')} by value, {times('ray_object_store')} with `ray.put` once.",
-    ]
