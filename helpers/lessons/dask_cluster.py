@@ -46,7 +46,6 @@ from helpers.measure.units import format_seconds
 SHUTDOWN_TIMEOUT_SECONDS = 10.0
 START_TIMEOUT_SECONDS = 60.0
 PARENT_ROLE = "parent (client, scheduler, nannies)"
-AMM_SETTING = "distributed.scheduler.active-memory-manager.start"  # Dask's default: True
 LARGE_GRAPH_WARNING = "Sending large graph"  # Dask's UserWarning for an array inside a task
 
 
@@ -100,33 +99,42 @@ def dask_cluster(n_workers: int, start_method: str | None = None) -> Iterator[Da
     reason = dask_available()
     if reason is not None:
         raise RuntimeError(reason)
-    import dask
-    from distributed import Client, LocalCluster
-
     folder = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}dask-"))
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     with contextlib.ExitStack() as stack:
         stack.callback(shutil.rmtree, folder, ignore_errors=True)
         stack.callback(_forget_folder, folder)
         stack.callback(_wait_or_kill, before)
-        # the scheduler's scratch space follows this setting, the workers' local_directory;
-        # the active memory manager (on by default) would drop broadcast=True's extra copies
-        settings = {"temporary-directory": str(folder), AMM_SETTING: False}
-        if start_method is not None:
-            settings["distributed.worker.multiprocessing-method"] = start_method
-        stack.enter_context(dask.config.set(settings))
         try:
-            cluster = stack.enter_context(LocalCluster(
-                n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                silence_logs=logging.ERROR, local_directory=str(folder)))
-            client = stack.enter_context(Client(cluster, timeout=START_TIMEOUT_SECONDS))
-            client.wait_for_workers(n_workers, timeout=START_TIMEOUT_SECONDS)
+            client = start_cluster_and_client(stack, n_workers, folder, start_method)
         except Exception as error:
             reason = f"{type(error).__name__}: {error}"
             raise RuntimeError(f"Dask's LocalCluster did not start here ({reason})") from error
         pids = client.run(os.getpid)
         workers = tuple(sorted(pids))
         yield DaskSession(client, workers, tuple(pids[w] for w in workers), folder)
+
+
+def start_cluster_and_client(stack: contextlib.ExitStack, n_workers: int, folder: Path,
+                             start_method: str | None = None):
+    """The working lines of ``dask_cluster``: Dask's settings (the active memory manager off, scratch
+    space in ``folder``, the nannies' start method), a ``LocalCluster`` of ``n_workers`` worker
+    processes of one thread each, and a ``Client`` of it, each entered on ``stack`` (which closes
+    them in reverse order). Returns the client once every worker has joined."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    settings = {"distributed.scheduler.active-memory-manager.start": False,  # on by default
+                "temporary-directory": str(folder)}  # the scheduler's scratch space
+    if start_method is not None:
+        settings["distributed.worker.multiprocessing-method"] = start_method
+    stack.enter_context(dask.config.set(settings))
+    cluster = stack.enter_context(LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+        silence_logs=logging.ERROR, local_directory=str(folder)))
+    client = stack.enter_context(Client(cluster, timeout=START_TIMEOUT_SECONDS))
+    client.wait_for_workers(n_workers, timeout=START_TIMEOUT_SECONDS)
+    return client
 
 
 def _forget_folder(folder: Path) -> None:
@@ -374,7 +382,9 @@ def conclusion(dask_memory: dict[str, DaskFanOutMemory], sources: dict[str, list
         f"({len(sources['by value']) // n_workers} a worker), {own} got a copy of their own. "
         + _timing_sentence(dask_timings)
         + f" (Ray's `ray.put` once: {format_seconds(ray_timings['ray.put once'].median)}, "
-        f"**{ray_put.store_bytes / array_bytes:.2f} arrays** for the whole node).")
+        f"**{ray_put.store_bytes / array_bytes:.2f} arrays** added for the whole node, whose tasks all "
+        "mapped the head's store; Dask's scatter crossed loopback TCP.) Neither count includes the driver's "
+        "own array (`del` it once put or scattered).")
 
 
 def _timing_sentence(dask_timings: dict[str, Timing]) -> str:
@@ -433,13 +443,15 @@ EXERCISE = Exercise(
     question=f"After client.scatter(array, broadcast=True) on this cluster, you submit {TASKS_PER_WORKER} "
              "tasks to each worker, each given the scattered future. How many copies of the array do the "
              "workers hold together, in their data stores and their tasks' arguments? (Dask's active memory "
-             "manager, which drops copies no waiting task needs, is off here.) Answer with a whole number.",
+             "manager, on by default, every 2 s drops the extra copies no task is waiting for at that "
+             "moment; off here, so the count does not depend on timing.) Answer with a whole number.",
     check=_copies_check,
     solution=lambda store_copies, n_workers: store_copies,
     explanation="broadcast=True sends the array to one worker, and the others fetch it from there: "
                 "one copy in each worker process, which every task on that worker is handed (the same "
                 "object, no copy of its own), where Ray's object store keeps one per node. With Dask's "
-                "active memory manager on, the extra copies are dropped.",
+                "active memory manager on, the extra copies may be dropped before the tasks that would read "
+                "them arrive.",
     misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
         (1, "Dask keeps one copy per machine for its workers to share, as Ray's object store does"),
         (0, "scatter leaves the array with the client or the scheduler until a task asks for it"),

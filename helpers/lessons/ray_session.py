@@ -447,38 +447,40 @@ def local_cluster(n_nodes: int = 2, cpus_per_node: int = 1, object_store_bytes: 
             for cluster in clusters:
                 cluster.shutdown()
 
-    common = {"num_cpus": cpus_per_node, "object_store_memory": object_store_bytes,
-              "include_log_monitor": False}
     _note_ray_runs()
     with _ray_environment(temp_dir), _cleaned_up(folders, stop):
         cluster = Cluster(shutdown_at_exit=True)
         clusters.append(cluster)
-        head = {**common, "num_cpus": head_cpus or cpus_per_node,
-                "object_store_memory": head_store_bytes or object_store_bytes}
         on_disk = []  # one store folder on disk for each of the last disk_store_nodes nodes
         for _ in range(disk_store_nodes):
             folders.append(_new_temp_dir(disk_parent()))
             on_disk.append(str(folders[-1]))
         with _ip_probe_warnings_dropped():
-            added = start_nodes_and_connect(cluster, head, [common] * (n_nodes - 1), on_disk,
-                                            temp_dir / "ray")
+            added = start_nodes_and_connect(cluster, n_nodes, head_cpus or cpus_per_node,
+                                            head_store_bytes or object_store_bytes, cpus_per_node,
+                                            object_store_bytes, on_disk, temp_dir / "ray")
         yield RayNodes(tuple(_describe_node(i, node) for i, node in enumerate(added)), cluster.address,
                        tuple(folders), defaults_before)
 
 
-def start_nodes_and_connect(cluster, head: dict, others: list[dict], stores_on_disk: list[str],
-                            head_temp_dir: Path) -> list:
-    """The working lines of ``local_cluster``: start the head node, then one node for each of
-    ``others`` (the last ``len(stores_on_disk)`` keep their object store in those folders on disk),
-    each a raylet with its own object store reached over TCP, wait until all have joined, and
-    connect this process (the driver) to the head. Returns the nodes, head first."""
+def start_nodes_and_connect(cluster, n_nodes: int, head_cpus: int, head_store_bytes: int, node_cpus: int,
+                            node_store_bytes: int, stores_on_disk: list[str], head_temp_dir: Path) -> list:
+    """The working lines of ``local_cluster``: on ``cluster``, a ``ray.cluster_utils.Cluster()``
+    (``local_cluster`` makes it, to shut it down whatever happens), start the head node, then
+    ``n_nodes - 1`` more, each a raylet with its own object store of the bytes given, reached over
+    TCP (the last ``len(stores_on_disk)`` keep their store in a file in those folders on disk); wait
+    until all have joined, and connect this process (the driver) to the head. Returns the nodes,
+    head first."""
     import ray
 
-    nodes = [cluster.add_node(**head, include_dashboard=False, no_monitor=True, temp_dir=str(head_temp_dir))]
-    first_on_disk = len(others) - len(stores_on_disk)
-    for index, settings in enumerate(others):
+    nodes = [cluster.add_node(num_cpus=head_cpus, object_store_memory=head_store_bytes,
+                              temp_dir=str(head_temp_dir), include_dashboard=False, no_monitor=True,
+                              include_log_monitor=False)]
+    first_on_disk = n_nodes - len(stores_on_disk)
+    for index in range(1, n_nodes):
         store = {"plasma_directory": stores_on_disk[index - first_on_disk]} if index >= first_on_disk else {}
-        nodes.append(cluster.add_node(**settings, **store))
+        nodes.append(cluster.add_node(num_cpus=node_cpus, object_store_memory=node_store_bytes,
+                                      include_log_monitor=False, **store))
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
     return nodes

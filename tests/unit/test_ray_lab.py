@@ -249,7 +249,9 @@ class TestOneNode:
     def test_structured_arrays_are_zero_copy_but_recarray_and_datetime64_are_pickled(self, session):
         rows = part(session, "dtypes")
         zero_copy = {name for name, row in rows.items() if row["in_object_store"] and not row["writeable"]}
-        assert zero_copy == {"float64", "structured (f8, i8)"}
+        assert zero_copy == {"float64", "structured (f8, i8)", "recarray.view(np.ndarray)",
+                             "datetime64.view('i8')"}
+        assert len({row["bytes"] for row in rows.values()}) == 1  # every row the same size
         recarray = rows["np.recarray (f8, i8)"]
         assert recarray["type"] == "recarray" and recarray["writeable"]
         assert {name for name, row in rows.items() if row["out_of_band_buffers"]} == zero_copy

@@ -58,7 +58,12 @@ def test_pss_beyond_the_stores_copies_is_named_only_when_there_is_some():
         return ray_object_store.FanOutMemory("by value", 256, tree_pss, 512.0, None, driver_pss)
 
     beyond = ray_object_store.pss_beyond_store
-    assert beyond(memory(258.0, 129.0), 128, 128.0) == ""  # PSS equals the store's copies: nothing to say
+    assert beyond(memory(258.0, 129.0), 128, 128.0) == ""  # 2.0 and 2.0 at one decimal: nothing to say
     assert beyond(memory(320.0, 192.0), 128, 128.0) == (
-        " (0.5 beyond the store's copies, 0.5 of it the driver's own memory)")
-    assert beyond(memory(320.0, 130.0), 128, 128.0) == " (0.5 beyond the store's copies)"  # not in the driver
+        " (0.5 beyond the store's, 0.5 of it the driver's own memory)")
+    assert beyond(memory(320.0, 130.0), 128, 128.0) == (  # not in the driver
+        " (0.5 beyond the store's: other memory in the tree moves too)")
+    assert beyond(memory(279.0, 130.0), 128, 128.0) == (  # 2.2 against 2.0: as the conclusion prints them
+        " (0.2 beyond the store's: other memory in the tree moves too)")
+    assert beyond(memory(239.0, 120.0), 128, 128.0) == (  # PSS grew less than the store held
+        " (0.1 below the store's: other memory in the tree moves too)")
