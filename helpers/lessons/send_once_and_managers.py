@@ -220,17 +220,24 @@ def check_importable_by_workers(obj) -> None:
         _MainModuleCheck(_Discard()).dump(obj)
 
 
+def check_workers_can_start(context, obj) -> None:
+    """Raise before a pool of ``context`` starts with ``obj`` as its initializer's argument, where its
+    workers could not: ``check_importable_by_workers(obj)``, and no fork once Ray runs here
+    (``ray_session``)."""
+    ray_session.refuse_fork_after_ray(context.get_start_method(), "installed_pool")
+    check_importable_by_workers(obj)
+
+
 @contextmanager
 def installed_pool(context, n_workers: int, obj) -> Iterator:
     """A ``context.Pool`` whose every worker holds ``obj``, sent once per worker at start-up.
 
     Tasks reach it with ``installed()`` (e.g. ``pool.map(installed_batch_sum, range(len(seq)))``).
-    Before starting, ``check_importable_by_workers(obj)``: a worker that cannot unpickle its
-    initializer's arguments dies, and the pool replaces it forever while tasks wait. Then one task
-    runs before the pool is yielded (every later task finds a started pool). Terminated on exit.
+    Before starting, ``check_workers_can_start``: a worker that cannot unpickle its initializer's
+    arguments dies, and the pool replaces it forever while tasks wait. Then one task runs before
+    the pool is yielded (every later task finds a started pool). Terminated on exit.
     """
-    ray_session.refuse_fork_after_ray(context.get_start_method(), "installed_pool")
-    check_importable_by_workers(obj)
+    check_workers_can_start(context, obj)
     with context.Pool(n_workers, initializer=install, initargs=(obj,)) as pool:
         pool.apply(installed_length)
         yield pool
@@ -388,7 +395,11 @@ def pss_between_exact_reads(samples) -> list[dict[int, float]]:
 
     The sampler re-reads PSS only now and then (``exact`` samples) and reads RSS every time: a
     worker that receives a copy and frees it between two exact reads shows in RSS alone. A heap's
-    new pages are private, so they move PSS as much as RSS; this carries PSS forward by them."""
+    new pages are private, so they move PSS as much as RSS; this carries PSS forward by them.
+
+    A child read while it still shares this process's memory (spawn starts it with vfork: until it
+    runs its own program, its figures are this process's) counts 0, not a second copy of them."""
+    own = os.getpid()
     exact_rss: dict[int, int] = {}
     exact_pss: dict[int, int] = {}
     estimates = []
@@ -396,9 +407,19 @@ def pss_between_exact_reads(samples) -> list[dict[int, float]]:
         for pid, memory in sample.processes.items():
             if sample.exact or pid not in exact_rss:
                 exact_rss[pid], exact_pss[pid] = memory.rss, memory.pss
-        estimates.append({pid: float(exact_pss[pid] + memory.rss - exact_rss[pid])
+        parent = sample.processes.get(own)
+        estimates.append({pid: 0.0 if pid != own and _reads_as(memory, parent)
+                          else max(0.0, float(exact_pss[pid] + memory.rss - exact_rss[pid]))
                           for pid, memory in sample.processes.items()})
     return estimates
+
+
+def _reads_as(memory, parent, within: float = 0.01) -> bool:
+    """Whether a child's RSS and PSS are its parent's, within a share ``within`` of the parent's RSS:
+    the same memory read a moment apart, as a child started with vfork reads until it runs its own
+    program."""
+    return parent is not None and all(
+        abs(getattr(memory, name) - getattr(parent, name)) <= within * parent.rss for name in ("rss", "pss"))
 
 
 def resend_memory(report, largest: str = "largest per task") -> ResendMemory:
@@ -516,9 +537,9 @@ _HINTS = {
                       "(section 3's fastest task with one read); predict from those times on this machine, "
                       f"not from the post's {POST_SPEEDUP}×, measured on another machine with 5 workers "
                       "pipelining 100 tasks"),
-    "installed_speedup": ("a task on the installed list sends one integer and asks the manager nothing, as "
-                          "section 3's installed task with no read did; the proxy's task still connects and "
-                          "waits for the manager (section 3's fastest task with one read)"),
+    "installed_speedup": ("a task on the installed list sends one integer and asks the manager nothing, "
+                          "as section 2's tasks on the installed object did; the proxy's task still "
+                          "connects and waits for the manager (section 3's fastest task with one read)"),
 }
 
 
@@ -568,13 +589,20 @@ def approx_seconds(seconds: float) -> str:
     return format_seconds(float(f"{seconds:.2g}"))
 
 
-def break_even_verdict(reads: float | None) -> str:
-    """Say what ``break_even_reads`` returned: cheaper below how many reads per task, or never."""
+def break_even_verdict(reads: float | None, n_items: int | None = None) -> str:
+    """Say what ``break_even_reads`` returned: cheaper below how many reads per task (with the share
+    of a list of ``n_items`` items they are, if given), or never."""
     if reads is None:
         return "dearer even with no read at all"
     if reads == 0:
         return "as dear with no read (the same within noise), and dearer with every read"
-    return f"cheaper below {reads:,.0f} reads per task" if reads >= 1 else "dearer from the first read on"
+    if reads < 1:
+        return "dearer from the first read on"
+    if n_items and reads >= n_items:
+        share = f" (more than its {n_items:,} items: even a task that reads them all)"
+    else:
+        share = f" ({reads / n_items:.0%} of its {n_items:,} items)" if n_items else ""
+    return f"cheaper below {reads:,.0f} reads per task{share}"
 
 
 def approx_ratio(ratio: float) -> str:

@@ -3,22 +3,39 @@ size, and where a Manager proxy starts to lose (all times in seconds, sizes in b
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from helpers.lessons.send_once_and_managers import ProxyCosts, format_table
+from helpers.lessons.send_once_and_managers import ProxyCosts, format_table, pss_between_exact_reads
+from helpers.measure.proctree import ProcessMemory
 from helpers.measure.units import MiB, format_bytes, format_seconds
 
 
+def pss_carried_by_rss(report):
+    """A copy of a ``MemoryReport`` whose every sample's PSS is ``pss_between_exact_reads``: each
+    process's last exact PSS moved by its RSS change since (RSS and USS kept as sampled)."""
+    samples = [dataclasses.replace(sample, processes={
+        pid: ProcessMemory(memory.rss, memory.uss, round(estimate[pid]))
+        for pid, memory in sample.processes.items()})
+        for sample, estimate in zip(report.samples, pss_between_exact_reads(report.samples), strict=True)]
+    return dataclasses.replace(report, samples=samples)
+
+
 def plot_memory(reports: Mapping[str, object]):
-    """One PSS timeline per ``MemoryReport``, side by side, titled by the mapping's keys; the figure."""
+    """One PSS timeline per ``MemoryReport``, side by side, titled by the mapping's keys; the figure.
+
+    The sampler re-reads PSS only now and then (it is costly) and RSS every sample: the lines are
+    ``pss_carried_by_rss``, so a copy made and freed between two PSS reads still shows."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(reports), figsize=(5 * len(reports), 4.2), layout="constrained",
                              sharey=True)
     for ax, (title, report) in zip(np.atleast_1d(axes), reports.items(), strict=True):
-        report.plot(ax=ax, title=title)
+        pss_carried_by_rss(report).plot(ax=ax, title=title)
+    fig.suptitle("PSS by process (between the sampler's PSS reads, moved by each process's RSS change)",
+                 fontsize=10)
     return fig
 
 

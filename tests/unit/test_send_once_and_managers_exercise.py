@@ -82,3 +82,7 @@ def test_prose_figures_keep_two_significant_digits():
     assert send_once_and_managers.break_even_verdict(None) == "dearer even with no read at all"
     assert send_once_and_managers.break_even_verdict(0.5) == "dearer from the first read on"
     assert send_once_and_managers.break_even_verdict(201.4) == "cheaper below 201 reads per task"
+    assert send_once_and_managers.break_even_verdict(640.4, 1024) == (
+        "cheaper below 640 reads per task (63% of its 1,024 items)")
+    assert send_once_and_managers.break_even_verdict(1920.2, 1024) == (
+        "cheaper below 1,920 reads per task (more than its 1,024 items: even a task that reads them all)")

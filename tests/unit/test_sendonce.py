@@ -197,6 +197,13 @@ def test_pss_between_exact_reads_carries_each_process_by_its_rss_change():
                sample(2, 150, 100, 180, 150, True)]
     assert send_once_and_managers.pss_between_exact_reads(samples) == [
         {own: 100, 1: 50}, {own: 100, 1: 350}, {own: 100, 1: 150}]
+    parent = ProcessMemory(150 * MiB, 100 * MiB, 100 * MiB)
+    before_exec = ProcessMemory(151 * MiB, 100 * MiB, 100 * MiB)  # a child before its exec: this process's
+    starting = [TreeSample(time=0, processes={own: parent, 2: before_exec}, shm=0, cgroup=None),
+                TreeSample(time=1, processes={own: parent, 2: ProcessMemory(20 * MiB, 100 * MiB, 100 * MiB)},
+                           shm=0, cgroup=None, exact=False)]
+    assert send_once_and_managers.pss_between_exact_reads(starting) == [{own: 100 * MiB, 2: 0},
+                                                                       {own: 100 * MiB, 2: 0}]
     report = MemoryReport(interval=0.1)
     report.samples = [sample(0, 150, 100, 80, 50, True), sample(1, 150, 100, 80, 50, False),
                       sample(2, 250, 200, 80, 50, True),
@@ -206,3 +213,31 @@ def test_pss_between_exact_reads_carries_each_process_by_its_rss_change():
                     "tasks done ends": 5}
     memory = send_once_and_managers.resend_memory(report)
     assert (memory.worst, memory.worst_parent, memory.after, memory.after_parent) == (400, 100, 150, 50)
+
+
+def test_the_memory_plot_draws_a_peak_seen_in_rss_only():
+    """Section 5's plot draws what section 1's Found reads: PSS carried between exact reads by RSS."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from helpers.lessons import send_once_and_managers_figures as figures
+    from helpers.measure.memory import MemoryReport
+
+    def sample(time, rss, pss, exact):
+        return TreeSample(time=time, processes={1: ProcessMemory(rss, pss, pss)}, shm=0, cgroup=None,
+                          exact=exact)
+
+    report = MemoryReport(interval=0.1)
+    report.samples = [sample(0, 80 * MiB, 50 * MiB, True), sample(1, 380 * MiB, 50 * MiB, False),
+                      sample(2, 180 * MiB, 150 * MiB, True)]
+    report.process_labels = {1: "worker 1"}
+    carried = figures.pss_carried_by_rss(report)
+    assert [s.pss for s in carried.samples] == [50 * MiB, 350 * MiB, 150 * MiB]
+    assert [s.rss for s in carried.samples] == [s.rss for s in report.samples]
+    assert [s.pss for s in report.samples] == [50 * MiB, 50 * MiB, 150 * MiB]  # the report is left as it was
+    fig = figures.plot_memory({"sent": report})
+    tree = next(line for line in fig.axes[0].lines if line.get_label() == "tree PSS")
+    assert max(tree.get_ydata()) == 350
+    plt.close(fig)
