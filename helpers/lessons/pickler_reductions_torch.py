@@ -15,21 +15,27 @@ process has it back; starting the worker (and its torch import) is not timed. Ea
 **Your turn** (``EXERCISE``): which arrays made from a received array cross again without a copy
 (``copied_on_resend``: the reductions follow ``.base``, so views do and new arrays do not).
 
-**Demonstrations.** ``keep_many_torch_arrays`` starts two children: one shares small arrays the
-torch way with each sharing strategy in turn and sends them, the other lowers its own open-file
-limit (``resource.setrlimit``) and keeps every array it receives. Under ``file_descriptor``
-(Linux's default) each shared storage a process keeps holds one open file descriptor, so the
-receiver runs out of them; under ``file_system`` storages are files named ``/dev/shm/torch_*`` that
-are mapped by name, and nothing runs out. The notebook's own process never holds a torch storage,
-a limit is lowered only in the child, and both children are gone when the function returns.
+**Demonstrations.** ``keep_many_arrays`` starts two children: one shares small arrays the
+torch way with each sharing strategy in turn, then the torch-free way, and sends them; the other
+lowers its own open-file limit (``resource.setrlimit``) and keeps every array it receives. Under
+``file_descriptor`` (Linux's default) each shared storage a process keeps holds one open file
+descriptor, so the receiver runs out of them; under ``file_system`` storages are files named
+``/dev/shm/torch_*`` that are mapped by name, and nothing runs out; the torch-free way maps a
+segment per array, which before Python 3.13 keeps a descriptor open (``mmap``'s duplicate). The
+notebook's own process never holds a torch storage, a limit is lowered only in the child, and
+both children are gone when the function returns.
+
+**The segment pool's memory** (``segment_bytes_in_shm``, ``collect_given_back``): what the
+torch-free way's segments hold in ``/dev/shm``, lent or given back and kept warm.
 """
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
@@ -43,8 +49,10 @@ from helpers.measure.leftovers import SHM_DIR
 from helpers.measure.timing import Timing
 from helpers.measure.units import MiB, format_bytes, format_seconds
 from sharedarrays import reducers
+from sharedarrays.segment_pool import SegmentPool
 from sharedarrays.shm import SharedNDArray
 
+TORCH_FREE = "torch-free"  # the round of keep_many_arrays that sends the torch-free way
 STOP_TIMEOUT = 20.0  # seconds the children get to finish before they are terminated
 SETTLE_SECONDS = 5.0  # how long to wait for torch's shm manager to unlink its files after the children
 
@@ -82,19 +90,19 @@ def _stop(process) -> None:
         process.join()
 
 
-def keep_many_torch_arrays(context, strategies: tuple[str, ...] = ("file_descriptor", "file_system"),
-                           n_arrays: int = 200, nofile_limit: int = 64,
-                           n_items: int = 16) -> list[KeptArrays]:
-    """For each torch sharing strategy in turn, send ``n_arrays`` small arrays the torch way from
-    one child to another whose open-file limit is ``nofile_limit``, which keeps them all; return
-    what the receiver saw each time (both children are started once, by ``context``)."""
+def keep_many_arrays(context, strategies: tuple[str, ...] = ("file_descriptor", "file_system", TORCH_FREE),
+                     n_arrays: int = 200, nofile_limit: int = 64, n_items: int = 16) -> list[KeptArrays]:
+    """For each of ``strategies`` in turn (torch's sharing strategies, then ``TORCH_FREE``: the
+    torch-free way), send ``n_arrays`` small arrays from one child to another whose open-file limit
+    is ``nofile_limit``, which keeps them all; return what the receiver saw each time (both children
+    are started once, by ``context``)."""
     before = _torch_names()
     data_in, data_out = context.Pipe(duplex=False)
     report_here, report_there = context.Pipe()
     next_round, release = context.Semaphore(0), context.Event()
     receiver = context.Process(target=keep_received_arrays, daemon=True,
                                args=(data_in, report_there, nofile_limit, n_arrays, len(strategies)))
-    sender = context.Process(target=send_torch_shared_arrays, daemon=True,
+    sender = context.Process(target=send_shared_arrays, daemon=True,
                              args=(data_out, next_round, release, list(strategies), n_arrays, n_items))
     receiver.start()
     sender.start()
@@ -107,8 +115,8 @@ def keep_many_torch_arrays(context, strategies: tuple[str, ...] = ("file_descrip
             report_here.send("let go")
             next_round.release()
     finally:
+        _stop(receiver)  # it reads what is left of the last round while the sender still holds it
         release.set()
-        _stop(receiver)
         _stop(sender)
         report_here.close()
     deadline = time.monotonic() + SETTLE_SECONDS
@@ -138,20 +146,23 @@ def format_ratio(value: float) -> str:
 
 def format_round_trips(rows: list[dict], size_bytes: int) -> str:
     """A text table of the round trips measured at ``size_bytes``: the cold (first) call's and the
-    warm calls' median seconds, locally and through a worker, and the warm median over floor (a)
-    (warm memcpy) and (b) (a copy into a new shared-memory segment), to two significant digits."""
+    warm calls' median seconds, locally and through a worker, the warm median over floor (a) (warm
+    memcpy) and (b) (a copy into a new shared-memory segment), and the cold call over (b), to two
+    significant digits."""
     at_size = {(row["how"], row["where"]): row for row in rows if row["size_bytes"] == size_bytes}
     any_row = next(iter(at_size.values()))
     lines = [f"{format_bytes(size_bytes)}: floor (a) warm copy {format_seconds(any_row['warm_floor_s'])}, "
              f"floor (b) copy into a new segment {format_seconds(any_row['fresh_floor_s'])}",
-             f"{'way':<27}{'where':<8}{'cold call':>10}{'warm median':>12}{'÷ (a)':>9}{'÷ (b)':>9}"]
+             f"{'way':<27}{'where':<8}{'cold call':>10}{'warm median':>12}{'÷ (a)':>9}{'÷ (b)':>9}"
+             f"{'cold ÷ (b)':>12}"]
     for how, label in LABELS.items():
         for where in ("local", "remote"):
             row = at_size.get((how, where))
             if row is not None:
                 lines.append(f"{label:<27}{where:<8}{format_seconds(row['first_s']):>10}"
                              f"{format_seconds(row['median_s']):>12}{format_ratio(row['ratio_to_warm_floor']):>8}×"
-                             f"{format_ratio(row['ratio_to_fresh_floor']):>8}×")
+                             f"{format_ratio(row['ratio_to_fresh_floor']):>8}×"
+                             f"{format_ratio(row['first_s'] / row['fresh_floor_s']):>11}×")
     return "\n".join(lines)
 
 
@@ -160,13 +171,13 @@ def format_growth(rows: list[dict], smallest: int, largest: int) -> str:
     and ``largest`` bytes, locally and through a worker, and how many times it grew between them."""
     fastest = {(row["how"], row["where"], row["size_bytes"]): min(row["runs_s"]) for row in rows}
     lines = [f"{'fastest warm round trip':<27}{'where':<8}{format_bytes(smallest):>10}"
-             f"{format_bytes(largest):>10}{'grew':>8}"]
+             f"{format_bytes(largest):>10}{format_bytes(largest) + ' ÷ ' + format_bytes(smallest):>18}"]
     for how, label in LABELS.items():
         for where in ("local", "remote"):
             if (how, where, smallest) in fastest and (how, where, largest) in fastest:
                 low, high = fastest[how, where, smallest], fastest[how, where, largest]
                 lines.append(f"{label:<27}{where:<8}{format_seconds(low):>10}{format_seconds(high):>10}"
-                             f"{format_ratio(high / low):>7}×")
+                             f"{format_ratio(high / low):>17}×")
     return "\n".join(lines)
 
 
@@ -223,22 +234,27 @@ def keep_received_arrays(receiver, reporter, nofile_limit: int, n_arrays: int, n
             receiver.recv()
 
 
-def send_torch_shared_arrays(sender, next_round, release, strategies: list[str], n_arrays: int,
-                             n_items: int) -> None:
-    """Share arrays the torch way and send ``n_arrays`` new arrays of ``n_items`` float64 on
-    ``sender`` with each of torch's sharing ``strategies`` in turn ('file_descriptor',
-    'file_system'), each round after the first once ``next_round`` (a semaphore) is released; stay
-    alive (receivers fetch torch's file descriptors from this process) until ``release`` is set."""
-    import torch.multiprocessing
-
+def send_shared_arrays(sender, next_round, release, strategies: list[str], n_arrays: int,
+                       n_items: int) -> None:
+    """Send ``n_arrays`` new arrays of ``n_items`` float64 on ``sender`` with each of ``strategies``
+    in turn (torch's sharing strategies 'file_descriptor', 'file_system': the torch way; ``TORCH_FREE``:
+    the torch-free way), each round after the first once ``next_round`` (a semaphore) is released;
+    stay alive (receivers fetch torch's file descriptors from this process, and the torch-free way's
+    segments are unlinked when it stops sharing) until ``release`` is set."""
     from sharedarrays import reducers
 
-    reducers.share_arrays_with_torch()
     rng = np.random.default_rng(0)
     for round_number, strategy in enumerate(strategies):
         if round_number:
             next_round.acquire()
-        torch.multiprocessing.set_sharing_strategy(strategy)
+        if strategy == TORCH_FREE:
+            reducers.stop_sharing_arrays()
+            reducers.share_arrays_with_shared_memory()
+        else:
+            import torch.multiprocessing
+
+            reducers.share_arrays_with_torch()
+            torch.multiprocessing.set_sharing_strategy(strategy)
         for _ in range(n_arrays):
             sender.send(rng.random(n_items))
     release.wait()
@@ -431,6 +447,41 @@ def open_files_held_torch_free(n_arrays: int, array_bytes: int = 64 * 1024) -> i
         held = len(os.listdir(fd_folder)) - before
         del kept
     return max(held, 0)
+
+
+def segment_bytes_in_shm(names: Iterable[str]) -> int:
+    """Bytes ``/dev/shm`` holds for the segments ``names`` (their allocated pages; one gone counts 0)."""
+    held = 0
+    for name in names:
+        try:
+            held += os.stat(os.path.join(SHM_DIR, name)).st_blocks * 512
+        except FileNotFoundError:
+            pass
+    return held
+
+
+def collect_given_back(pool: SegmentPool, timeout: float = 5.0) -> int:
+    """Call ``pool.collect()`` (it files the segments receivers gave back as idle, warm ones) until
+    none is lent or ``timeout`` seconds have passed (a receiver gives one back when its last view of
+    it goes); return the bytes idle in the pool."""
+    deadline = time.monotonic() + timeout
+    pool.collect()
+    while pool.lent_bytes and time.monotonic() < deadline:
+        time.sleep(0.02)
+        pool.collect()
+    return pool.idle_bytes
+
+
+def working_lines(function: Callable, starts: tuple[str, ...]) -> str:
+    """The lines of ``function``'s source that begin (indentation aside) with one of ``starts``,
+    each with the lines that continue it (until its brackets close): its working lines."""
+    kept, depth = [], 0
+    for line in inspect.getsource(function).splitlines():
+        code = line.split("  #")[0]
+        if depth > 0 or line.lstrip().startswith(starts):
+            kept.append(line)
+            depth = max(0, depth + sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}"))
+    return "\n".join(kept)
 
 
 # --- "Your turn": which arrays made from a received array cross again without a copy ---

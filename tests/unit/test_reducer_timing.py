@@ -8,6 +8,8 @@ floors are positive, and that nothing is left behind.
 from __future__ import annotations
 
 import multiprocessing as mp
+import sys
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 import pytest
@@ -62,8 +64,53 @@ def test_a_remote_round_trip_through_torch_brings_the_array_back():
 
 
 def test_file_descriptors_run_out_under_file_descriptor_sharing_not_under_file_system():
-    by_fd, by_name = pickler_reductions_torch.keep_many_torch_arrays(SPAWN, n_arrays=120, nofile_limit=48)
+    by_fd, by_name, torch_free = pickler_reductions_torch.keep_many_arrays(SPAWN, n_arrays=120,
+                                                                           nofile_limit=48)
     assert by_fd.strategy == "file_descriptor" and by_fd.ran_out_of_descriptors
     assert 0 < by_fd.n_kept < 120 and by_fd.torch_names_while_held == 0
     assert by_name.strategy == "file_system" and by_name.error == "" and by_name.n_kept == 120
     assert by_name.torch_names_while_held >= 120 and by_name.torch_names_after == 0
+    assert torch_free.strategy == pickler_reductions_torch.TORCH_FREE
+    assert torch_free.torch_names_while_held == 0
+    if sys.version_info < (3, 13):  # mmap keeps a duplicate descriptor per mapping: it runs out too
+        assert torch_free.ran_out_of_descriptors and 0 < torch_free.n_kept < 120, torch_free
+    else:
+        assert torch_free.error == "" and torch_free.n_kept == 120, torch_free
+
+
+def test_the_segment_pool_keeps_given_back_segments_in_dev_shm_until_sharing_stops():
+    array = np.random.default_rng(2).random(MiB // 8)
+    with reducers.sharing_arrays("shared_memory"):
+        received = ForkingPickler.loads(ForkingPickler.dumps(array))
+        segments = reducers.shared_memory_pool()
+        names = segments.names()
+        lent = pickler_reductions_torch.segment_bytes_in_shm(names)
+        assert lent >= array.nbytes and segments.lent_bytes >= array.nbytes
+        del received  # its last view: the segment is given back
+        idle = pickler_reductions_torch.collect_given_back(segments, timeout=2.0)
+        assert idle >= array.nbytes and segments.lent_bytes == 0
+        assert pickler_reductions_torch.segment_bytes_in_shm(names) == lent  # kept, warm
+    assert pickler_reductions_torch.segment_bytes_in_shm(names) == 0
+    assert pickler_reductions_torch.segment_bytes_in_shm(["no_such_segment_here"]) == 0
+
+
+def test_working_lines_keep_the_lines_named_and_their_continuations():
+    def example(a,
+                b):
+        """Docstring."""
+        total = (a +
+                 b)
+        ignored = 1
+        return total, ignored
+
+    assert pickler_reductions_torch.working_lines(example, ("def ", "total = ", "return")).splitlines() == [
+        "    def example(a,", "                b):", "        total = (a +", "                 b)",
+        "        return total, ignored"]
+
+
+def test_the_round_trip_table_gives_the_cold_call_over_floor_b():
+    rows = [{"how": "shared_memory", "where": "local", "size_bytes": MiB, "first_s": 0.09, "median_s": 0.01,
+             "runs_s": [0.01], "ratio_to_warm_floor": 1.0, "ratio_to_fresh_floor": 0.1,
+             "warm_floor_s": 0.01, "fresh_floor_s": 0.1}]
+    lines = pickler_reductions_torch.format_round_trips(rows, MiB).splitlines()
+    assert lines[1].split()[-4:] == ["(b)", "cold", "÷", "(b)"] and lines[2].endswith("0.90×"), lines
