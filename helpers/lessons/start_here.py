@@ -211,6 +211,7 @@ def hold_segment_in_workers(
 
 ANONYMOUS, SHARED_MEMORY, FILES = PSS_KINDS.values()  # the kind names of demos.tree_pss_by_kind
 SHARED_MEMORY_PATHS = ("/dev/shm/", "/SYSV", "/dev/zero", "/memfd:")  # tmpfs-backed mappings
+KIND_NAMES = {ANONYMOUS: "anonymous (heap, NumPy buffers)", SHARED_MEMORY: SHARED_MEMORY, FILES: FILES}
 
 
 def _mapping_kind(header: str) -> str:
@@ -265,6 +266,23 @@ def data_growth(before: dict[str, dict[str, int]] | None,
         return None
     return {measure: sum(after[measure][kind] - before[measure][kind] for kind in (ANONYMOUS, SHARED_MEMORY))
             for measure in ("uss", "pss")}
+
+
+def by_kind_table(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], array_bytes: int,
+                  share: float = 0.05) -> str:
+    """A text table of how much USS and PSS grew between two ``tree_by_kind`` readings, kind by kind
+    (bytes and arrays of ``array_bytes``), and the largest growth under ``share`` of an array (noise)."""
+    lines, small = [], []
+    for measure in ("uss", "pss"):
+        for kind, value in after[measure].items():
+            grew = value - before[measure][kind]
+            small += [abs(grew)] if abs(grew) < share * array_bytes else []
+            lines.append(f"{measure.upper()} of {KIND_NAMES[kind]:<31} {format_bytes(grew):>10}  "
+                         f"({grew / array_bytes:z.2f} arrays)")
+    largest = format_bytes(max(small, default=0))
+    lines.append(f"Anything under {share:.0%} of an array counts as 0: heaps move a little, and other "
+                 f"programs move file pages, either way (here by at most {largest}).")
+    return "\n".join(lines)
 
 
 def steady_by_role(report, start: str, end: str) -> dict[str, tuple[float, float]]:

@@ -1,5 +1,5 @@
 """Lesson 00's figures: a copy timed run by run, RSS against PSS of N readers of one segment, who
-counts what under memory_profiler, and the memcpy floors (times in seconds, sizes in bytes)."""
+counts what under memory_profiler, and the copy floors (times in seconds, sizes in bytes)."""
 
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ def plot_who_counts(growth: Mapping[str, float], array_bytes: int, n_workers: in
 
 
 def plot_floors(floors: Mapping[str, object], array_bytes: int):
-    """The copy speed of each memcpy floor (GiB/s, from its median ``Timing``); the figure."""
-    ax = plot_bars({kind + (" pages" if kind == "fresh" else ""): array_bytes / floor.median / GiB
-                    for kind, floor in floors.items()},
-                   "copy speed (GiB/s, median)", f"memcpy floor for {format_bytes(array_bytes)}")
+    """The speed of each copy in ``floors`` (label -> its ``Timing``; GiB/s from the median); the figure."""
+    ax = plot_bars({label: array_bytes / floor.median / GiB for label, floor in floors.items()},
+                   "copy speed (GiB/s, median)",
+                   f"Copying {format_bytes(array_bytes)}: floors (a) and (b), and into fresh private pages")
     ax.figure.set_size_inches(8, 2.5)
     return ax.figure

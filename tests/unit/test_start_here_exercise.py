@@ -127,3 +127,14 @@ def test_the_answer_table_counts_what_moved_under_5_percent_as_0_and_says_by_how
     table = start_here.answer_table(columns, counted, 16 * MiB)
     assert table.splitlines()[-1] == ("Anything under 5% of an array counts as 0: heaps and library pages "
                                       "move a little between samples, either way (here USS sum -120 KiB).")
+
+
+def test_the_by_kind_table_names_anonymous_pages_and_counts_small_growth_as_noise():
+    kinds = (start_here.ANONYMOUS, start_here.SHARED_MEMORY, start_here.FILES)
+    before = {"uss": dict.fromkeys(kinds, 0), "pss": dict.fromkeys(kinds, 0)}
+    after = {"uss": {kinds[0]: 128 * 1024, kinds[1]: 0, kinds[2]: -64 * 1024},
+             "pss": {kinds[0]: 128 * 1024, kinds[1]: ARRAY_BYTES, kinds[2]: 512 * 1024}}
+    table = start_here.by_kind_table(before, after, ARRAY_BYTES)
+    assert "USS of anonymous (heap, NumPy buffers)" in table
+    assert "PSS of shared memory" in table and "(1.00 arrays)" in table
+    assert table.splitlines()[-1].endswith("(here by at most 512 KiB).")
