@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from helpers.lessons.gil_heartbeat import tree_cpu_wait_seconds
 from helpers.lessons.threads_or_processes import PROCESSES, executor, timed_runs
 from helpers.measure.timing import Timing
 
@@ -69,17 +71,20 @@ def describe_pools(sizes: list[int | None]) -> str:
 
 @dataclass(frozen=True)
 class BlasRun:
-    """``n`` processes doing the same matrix products: their BLAS pools' sizes, the fan-out's seconds."""
+    """``n`` processes doing the same matrix products: their BLAS pools' sizes, the fan-out's seconds,
+    and ``waited_for_cpu``: threads of ours waiting for a CPU at once, on average while it was timed."""
 
     limit: int | None
     pool_sizes: list[int | None]
     timing: Timing
+    waited_for_cpu: float = 0.0
 
 
 def blas_fan_out(n: int, context, limit: int | None, size: int = 256, products: int = 16,
                  repeat: int = 5, budget_s: float = 10.0) -> BlasRun:
     """Time ``n`` processes multiplying matrices at once (``multiply_matrices``), each with its BLAS
-    pool limited to ``limit`` threads in its initializer, or as BLAS sized it (``limit=None``)."""
+    pool limited to ``limit`` threads in its initializer, or as BLAS sized it (``limit=None``); read
+    how many threads of this process tree waited for a CPU meanwhile (``tree_cpu_wait_seconds``)."""
     initializer, initargs = (limit_blas_threads, (limit,)) if limit else (None, ())
     sizes: list = []
 
@@ -87,9 +92,11 @@ def blas_fan_out(n: int, context, limit: int | None, size: int = 256, products: 
         sizes[:] = [threads for threads, _ in answers]
 
     with executor(PROCESSES, n, context, initializer, initargs) as pool:
+        waited, start = tree_cpu_wait_seconds(), time.perf_counter()
         timing = timed_runs(lambda: list(pool.map(multiply_matrices, [size] * n, [products] * n)),
                             check, repeat, budget_s)
-    return BlasRun(limit, sizes, timing)
+        waited_for_cpu = (tree_cpu_wait_seconds() - waited) / (time.perf_counter() - start)
+    return BlasRun(limit, sizes, timing, waited_for_cpu)
 
 
 # --- Is there a GIL at all? -----------------------------------------------------------------------

@@ -180,8 +180,8 @@ def _check_predictions(answer, probes: Mapping[str, GilProbe]) -> str | None:
     not_bool = [name for name, guess in answer.items() if not isinstance(guess, bool)]
     if not_bool:
         return f"predict True (releases the GIL) or False (holds it) for {not_bool}"
-    wrong = [f"{name} {'released' if probes[name].releases else 'held'} it (other threads ran "
-             f"{probes[name].released:.0%} of the time)"
+    wrong = [f"{name} {'released' if probes[name].releases else 'held'} it (other threads could run "
+             f"alongside it {probes[name].released:.0%} of the time)"
              for name, guess in answer.items() if guess != probes[name].releases]
     return None if not wrong else "; ".join(wrong) + "."
 

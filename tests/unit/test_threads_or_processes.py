@@ -177,6 +177,7 @@ def test_the_blas_limit_holds_inside_every_worker():
     assert unlimited.pool_sizes == [here] and unlimited.limit is None
     assert limited.pool_sizes == [1, 1] and limited.limit == 1
     assert len(limited.timing.runs) >= 1
+    assert unlimited.waited_for_cpu >= 0.0 and limited.waited_for_cpu >= 0.0
 
 
 def test_blas_library_names_the_blas_whose_pool_blas_threads_reads():
