@@ -1,6 +1,6 @@
 """Lesson 00's code (start here): a setup self-check, fresh pages, random shared-memory segments,
 workers held still so that memory can be measured, and the lesson's "Your turn" (``EXERCISE``:
-how many arrays each memory measure counts when N workers read one segment).
+how many arrays each memory measure counts when N workers read one segment, and one reader's PSS).
 ``helpers.lessons.demos`` has the pieces other lessons share; the figures are in
 ``helpers.lessons.start_here_figures``.
 
@@ -16,6 +16,7 @@ import ctypes.util
 import mmap
 import multiprocessing as mp
 import os
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -285,6 +286,16 @@ def by_kind_table(before: dict[str, dict[str, int]], after: dict[str, dict[str, 
     return "\n".join(lines)
 
 
+def reader_share(report, idle_pids: list[int], reader_pids: list[int]) -> float:
+    """Bytes one reader's PSS grew over an idle worker's: the median reader's PSS between the marks
+    ``'shared holding'`` and ``'shared end'`` minus the median idle worker's between ``'idle holding'``
+    and ``'idle end'`` (``MemoryReport.by_process``): its share of the segment."""
+    idle = report.by_process("idle holding", "idle end")
+    held = report.by_process("shared holding", "shared end")
+    return (statistics.median(held[pid][1] for pid in reader_pids if pid in held)
+            - statistics.median(idle[pid][1] for pid in idle_pids if pid in idle))
+
+
 def steady_by_role(report, start: str, end: str) -> dict[str, tuple[float, float]]:
     """Each process's median (RSS, PSS) in bytes between two marks of ``report``
     (``MemoryReport.by_process``), keyed by its label (its role once ``MemoryReport.name_roles`` has
@@ -316,20 +327,23 @@ def profiler_roles(report, worker_pids: list[int]) -> None:
 
 
 # The five memory measures of section 4, as the exercise names them, and their rows in
-# ``demos.increase``.
+# ``demos.increase``; the exercise's sixth prediction is ``READER``, one reader's PSS (``reader_share``).
 MEASURES = {"tracemalloc": "tracemalloc peak (this process)", "RSS sum": "tree RSS sum",
             "USS sum": "tree USS sum", "PSS sum": "tree PSS sum", "/dev/shm": "/dev/shm bytes"}
+READER = "one reader's PSS"
 
 
 def arrays_counted(measures: Mapping[str, float | None], array_bytes: int,
-                   data: Mapping[str, float] | None = None) -> dict[str, float]:
+                   data: Mapping[str, float] | None = None, reader: float | None = None) -> dict[str, float]:
     """How many arrays each of the five measures counted: its growth (``demos.increase``, bytes)
     over one array's ``array_bytes``. ``data`` (``data_growth``), when given, stands in for the
     tree's USS and PSS sums: their growth in anonymous and shared-memory pages, without the file
-    pages that other programs move."""
+    pages that other programs move. ``reader`` (``reader_share``, bytes), when given, adds ``READER``."""
     counted = {name: measures[row] / array_bytes for name, row in MEASURES.items()}
     if data is not None:
         counted["USS sum"], counted["PSS sum"] = data["uss"] / array_bytes, data["pss"] / array_bytes
+    if reader is not None:
+        counted[READER] = reader / array_bytes
     return counted
 
 
@@ -352,46 +366,52 @@ def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Map
     return "\n".join(lines)
 
 
-def _nearest_count(arrays: float, n_workers: int) -> int:
-    """The count among 0, 1 and ``n_workers`` nearest to a measured number of arrays."""
-    return min((0, 1, n_workers), key=lambda count: abs(count - arrays))
+def _nearest_count(arrays: float, n_workers: int) -> float:
+    """The count among 0, 1 / ``n_workers``, 1 and ``n_workers`` nearest to a measured number of arrays."""
+    return min((0, 1 / n_workers, 1, n_workers), key=lambda count: abs(count - arrays))
 
 
 def _check_counts(answer, counted: Mapping[str, float], n_workers: int) -> str | None:
-    if not isinstance(answer, Mapping) or set(answer) != set(MEASURES):
-        return f"answer with a dict of one count per measure, keys {list(MEASURES)}, each 0, 1 or N_WORKERS"
-    for name in MEASURES:
+    keys = [*MEASURES, READER]
+    if not isinstance(answer, Mapping) or set(answer) != set(keys):
+        return f"answer with a dict of one number of arrays per measure, keys {keys}"
+    for name in keys:
         predicted, seen = answer[name], _nearest_count(counted[name], n_workers)
         if isinstance(predicted, bool) or not isinstance(predicted, int | float):
-            return f"{name!r}: give a number of arrays (0, 1 or N_WORKERS={n_workers}), not {predicted!r}"
-        if predicted != seen:
+            return f"{name!r}: give a number of arrays (N_WORKERS={n_workers}), not {predicted!r}"
+        if abs(predicted - seen) > 0.01:
             return (f"{name!r}: with {n_workers} readers it counted {counted[name]:.2f} arrays, nearest to "
                     f"{seen}, not {predicted:g}")
     return None
 
 
-def _worked_counts(counted: Mapping[str, float], n_workers: int) -> dict[str, int]:
-    return {"tracemalloc": 0, "RSS sum": n_workers, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}
+def _worked_counts(counted: Mapping[str, float], n_workers: int) -> dict[str, float]:
+    return {"tracemalloc": 0, "RSS sum": n_workers, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1,
+            READER: 1 / n_workers}
 
 
 EXERCISE = Exercise(
     name="who counts the shared array how often",
     question=("N_WORKERS workers each read every page of one shared segment. How many arrays does each "
               "measure count: a dict {'tracemalloc': ..., 'RSS sum': ..., 'USS sum': ..., 'PSS sum': ..., "
-              "'/dev/shm': ...}, each 0, 1 or N_WORKERS?"),
+              "'/dev/shm': ...}, each 0, 1 or N_WORKERS? And what share of an array does one reader's PSS "
+              "hold (key \"one reader's PSS\")?"),
     check=_check_counts,
     solution=_worked_counts,
     explanation=("RSS counts a shared page once per process that maps it, USS only private pages, PSS "
-                 "divides each page among its mappers, /dev/shm holds the segment once, and "
+                 "divides each page among its mappers (each reader holds 1/N_WORKERS of the array), /dev/shm "
+                 "holds the segment once, and "
                  "tracemalloc sees only this process's Python allocations, never an mmap such as a segment."),
     misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
-        ({"tracemalloc": 0, "RSS sum": 1, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1},
+        ({"tracemalloc": 0, "RSS sum": 1, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, READER: 0.5},
          "RSS is the RAM a process uses, so the tree's RSS sum counts one shared array once"),
-        ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 2, "/dev/shm": 1},
+        ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 2, "/dev/shm": 1, READER: 1},
          "PSS, like RSS, counts a shared page in full in every process that maps it"),
-        ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 2, "PSS sum": 2, "/dev/shm": 1},
+        ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 2, "PSS sum": 2, "/dev/shm": 1, READER: 1},
          "each reader gets a private copy of the segment when it reads it"),
-        ({"tracemalloc": 1, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1},
+        ({"tracemalloc": 1, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, READER: 0.5},
          "this kernel made and filled the segment, so its tracemalloc counts it"),
+        ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, READER: 1},
+         "the tree's PSS counts the array once, so each reader's PSS holds all of it"),
     ),
 )

@@ -20,6 +20,7 @@ from helpers.measure.units import MiB
 pytestmark = pytest.mark.timeout(120)
 
 ARRAY_BYTES = 16 * MiB
+R = start_here.READER
 N_WORKERS = 2
 HOLD = 0.6
 
@@ -38,7 +39,8 @@ def measured():
         finally:
             segment.unlink()
     data = start_here.data_growth(idle.during, shared.during)
-    counted = start_here.arrays_counted(demos.increase(report, "idle", "shared"), ARRAY_BYTES, data)
+    reader = start_here.reader_share(report, idle.pids, shared.pids)
+    counted = start_here.arrays_counted(demos.increase(report, "idle", "shared"), ARRAY_BYTES, data, reader)
     return {"counted": counted, "n_workers": N_WORKERS}
 
 
@@ -85,21 +87,23 @@ def test_tracemalloc_never_sees_a_segment_even_in_the_process_that_made_and_fill
     assert peak < 0.05 * ARRAY_BYTES, peak
 
 
-def test_the_five_measures_count_the_shared_array_0_n_0_1_1_times(measured):
+def test_the_five_measures_count_the_shared_array_0_n_0_1_1_times_and_a_reader_1_over_n(measured):
     counted = measured["counted"]
     assert counted["tracemalloc"] < 0.25 and counted["USS sum"] < 0.25, counted  # pytest allocates too
     assert counted["RSS sum"] >= 0.75 * N_WORKERS, counted
     assert 0.75 <= counted["PSS sum"] <= 1.35 and 0.9 <= counted["/dev/shm"] <= 1.1, counted
+    assert abs(counted[start_here.READER] - 1 / N_WORKERS) < 0.2, counted  # each reader's share
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    ({"tracemalloc": 0, "RSS sum": 1, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}, "'RSS sum'"),  # RSS as RAM
-    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 2, "/dev/shm": 1}, "'PSS sum'"),
-    ({"tracemalloc": 1, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}, "'tracemalloc'"),
-    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 2, "PSS sum": 1, "/dev/shm": 1}, "'USS sum'"),
-    ({"tracemalloc": 0, "RSS sum": "N", "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}, "give a number"),
-    ({"RSS sum": 2, "PSS sum": 1}, "dict of one count per measure"),
-    ([0, 2, 0, 1, 1], "dict of one count per measure"),
+    ({"tracemalloc": 0, "RSS sum": 1, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 0.5}, "'RSS sum'"),
+    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 2, "/dev/shm": 1, R: 0.5}, "'PSS sum'"),
+    ({"tracemalloc": 1, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 0.5}, "'tracemalloc'"),
+    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 2, "PSS sum": 1, "/dev/shm": 1, R: 0.5}, "'USS sum'"),
+    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 1}, "one reader's PSS"),
+    ({"tracemalloc": 0, "RSS sum": "N", "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 0.5}, "give a number"),
+    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}, "dict of one number"),
+    ([0, 2, 0, 1, 1, 0.5], "dict of one number"),
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(start_here.EXERCISE, wrong, hint, monkeypatch, **measured)
@@ -115,7 +119,7 @@ def test_the_worked_solution_passes(measured, monkeypatch, capsys):
 
 
 def test_the_worked_solution_is_the_same_counts_for_any_number_of_readers():
-    counted = {"tracemalloc": 0.0, "RSS sum": 4.1, "USS sum": 0.0, "PSS sum": 1.0, "/dev/shm": 1.0}
+    counted = {"tracemalloc": 0.0, "RSS sum": 4.1, "USS sum": 0.0, "PSS sum": 1.0, "/dev/shm": 1.0, R: 0.26}
     assert start_here.EXERCISE.check(start_here.EXERCISE.solution(counted=counted, n_workers=4),
                                      counted=counted, n_workers=4) is None
 
