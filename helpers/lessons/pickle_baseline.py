@@ -382,6 +382,20 @@ def rise_order(report: memory.MemoryReport, start: str, end: str, threshold: flo
     return sorted(first_rise, key=first_rise.get)
 
 
+def rises_at_tree_peak(report: memory.MemoryReport, start: str, end: str) -> dict[str, int]:
+    """At the sample between the marks ``start`` and ``end`` where the tree's PSS was highest: how far
+    each role's PSS (``name_roles``) stood above its median before ``start``, in bytes. A sampled
+    moment: the true peak can fall between samples."""
+    peak = max(report.window(start, end), key=lambda sample: sample.pss)
+    rises = {}
+    for pid, role in report.process_labels.items():
+        before = [sample.processes[pid].pss for sample in report.window(0.0, start)
+                  if pid in sample.processes]
+        if before and pid in peak.processes:
+            rises[role] = peak.processes[pid].pss - statistics.median(before)
+    return rises
+
+
 def about(ratio: float) -> str:
     """A measured ratio rounded to two significant digits for prose: 9447.2 -> '9,400', 75.04 -> '75',
     2.31 -> '2.3' (timings on a shared machine support no more)."""

@@ -124,7 +124,7 @@ def test_unpickle_error_names_what_the_worker_cannot_find():
     assert fine == ""
 
 
-def test_pss_rise_and_rise_order_read_each_role_above_its_median_before_the_mark():
+def test_pss_rise_rise_order_and_rises_at_tree_peak_read_each_role_above_its_median_before_the_mark():
     from helpers.measure.memory import MemoryReport, TreeSample
     from helpers.measure.proctree import ProcessMemory
 
@@ -143,6 +143,9 @@ def test_pss_rise_and_rise_order_read_each_role_above_its_median_before_the_mark
     assert pickle_baseline.rise_order(report, "send", "all holding", 50) == ["parent", "worker 1"]
     assert pickle_baseline.rise_order(report, "send", "all holding", 150) == ["parent"]
     assert pickle_baseline.rise_order(report, "send", "all holding", 500) == []
+    # the tree's highest sample in the window is the one at 0.2 s (350 bytes), not 0.3 s (310)
+    assert pickle_baseline.rises_at_tree_peak(report, "send", "all holding") == {
+        "parent": 300 - 102, "worker 1": 50 - 5}
 
 
 def test_all_holding_marks_the_first_exact_sample_that_shows_every_worker_holding_its_copy():
