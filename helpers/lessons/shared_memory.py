@@ -122,18 +122,31 @@ segment.close()
 ATTACH_UNTRACKED = ATTACH_WITH_STDLIB.replace("SharedMemory(name=sys.argv[1])",
                                               "SharedMemory(name=sys.argv[1], track=False)")
 
-ATTACH_WITH_HELPERS = """\
+ATTACH_BY_HAND = """\
+import mmap, sys
+import numpy as np
+
+with open(f"/dev/shm/{sys.argv[1]}", "r+b") as file:  # the segment is this file; no tracker hears of it
+    mapping = mmap.mmap(file.fileno(), 0)
+view = np.ndarray((int(sys.argv[2]),), dtype=np.float64, buffer=mapping)
+print(float(view.sum()))
+del view
+mapping.close()
+"""
+
+ATTACH_WITH_SHAREDARRAYS = """\
 import pickle, sys
 from sharedarrays.shm import attach
 
-with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as view:
+with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as view:  # the same steps inside, and a handle
     print(float(view.sum()))
 """
 
 # attach_and_exit's ways: what each child calls, and the code it runs
 ATTACH_WAYS = {"stdlib": "SharedMemory(name=...)", "untracked": "SharedMemory(name=..., track=False)",
-               "helpers": "sharedarrays.shm.attach"}
-CHILD_CODE = {"stdlib": ATTACH_WITH_STDLIB, "untracked": ATTACH_UNTRACKED, "helpers": ATTACH_WITH_HELPERS}
+               "by_hand": "open /dev/shm/<name> and mmap it", "sharedarrays": "sharedarrays.shm.attach"}
+CHILD_CODE = {"stdlib": ATTACH_WITH_STDLIB, "untracked": ATTACH_UNTRACKED, "by_hand": ATTACH_BY_HAND,
+              "sharedarrays": ATTACH_WITH_SHAREDARRAYS}
 UNTRACKED_SINCE = (3, 13)  # SharedMemory's track parameter
 
 
@@ -149,7 +162,8 @@ def child_code_listing() -> str:
     here = "runs here" if "untracked" in attach_ways_here() else f"not run on {sys.version.split()[0]}"
     return (f"# child 'stdlib': {ATTACH_WAYS['stdlib']}\n{ATTACH_WITH_STDLIB}\n"
             f"# child 'untracked' (Python 3.13+, {here}): the same, but\n{changed}\n\n"
-            f"# child 'helpers': {ATTACH_WAYS['helpers']}\n{ATTACH_WITH_HELPERS}")
+            f"# child 'by_hand': {ATTACH_WAYS['by_hand']}\n{ATTACH_BY_HAND}\n"
+            f"# child 'sharedarrays': {ATTACH_WAYS['sharedarrays']}\n{ATTACH_WITH_SHAREDARRAYS}")
 
 
 def attach_and_exit(handle: ArrayHandle, way: str) -> ChildOutcome:
@@ -158,14 +172,15 @@ def attach_and_exit(handle: ArrayHandle, way: str) -> ChildOutcome:
     ``way='stdlib'``: ``SharedMemory(name=...)``, which registers the segment with the child's own
     resource tracker (the default on every Python), so the child's exit unlinks it and warns of a
     "leak" (seen on 3.11.7, 3.12.1 and 3.13.0). ``way='untracked'`` (Python 3.13+): the same with
-    ``track=False``. ``way='helpers'``: ``sharedarrays.shm.attach``, which does not register it.
+    ``track=False``. ``way='by_hand'``: open ``/dev/shm/<name>`` and ``mmap`` it, no tracker involved.
+    ``way='sharedarrays'``: ``sharedarrays.shm.attach``, which does not register it either.
     The code each way runs: ``CHILD_CODE[way]``.
     """
     if way not in ATTACH_WAYS:
-        raise ValueError(f"way must be 'stdlib', 'untracked' or 'helpers', got {way!r}")
+        raise ValueError(f"way must be 'stdlib', 'untracked', 'by_hand' or 'sharedarrays', got {way!r}")
     if way not in attach_ways_here():
         raise ValueError(f"SharedMemory's track=False needs Python 3.13+; this is {sys.version.split()[0]}")
-    if way == "helpers":
+    if way == "sharedarrays":
         result = run_python(CHILD_CODE[way], pickle.dumps(handle).hex())
     else:
         result = run_python(CHILD_CODE[way], handle.name, str(handle.shape[0]))
@@ -224,13 +239,13 @@ WRITE_WITH_STDLIB = """
     from multiprocessing import shared_memory
     import numpy as np
     segment = shared_memory.SharedMemory(create=True, size=int(sys.argv[1]))
-    print("created a segment of", segment.size, "bytes", flush=True)
+    print("created a segment of", segment.size // 2**20, "MiB", flush=True)
     view = np.ndarray((segment.size,), dtype=np.uint8, buffer=segment.buf)
     view[::4096] = 1  # the first write to each page needs a page of /dev/shm
     print("wrote every page", flush=True)
 """
 
-CREATE_WITH_HELPERS = """
+CREATE_WITH_SHAREDARRAYS = """
     import sys
     from sharedarrays.shm import SharedNDArray
     try:
@@ -246,12 +261,12 @@ def overfill_small_dev_shm(way: str, n_bytes: int = OVERSIZED_SEGMENT_BYTES) -> 
     """In a private /dev/shm of SMALL_DEV_SHM, create a segment of ``n_bytes`` and write every page.
 
     ``way='stdlib'``: ``SharedMemory(create=True)`` succeeds (the size is only a promise) and the
-    first write past the free space kills the process with SIGBUS. ``way='helpers'``:
+    first write past the free space kills the process with SIGBUS. ``way='sharedarrays'``:
     ``SharedNDArray.create`` checks and reserves the pages first, so it raises MemoryError.
     """
-    code = {"stdlib": WRITE_WITH_STDLIB, "helpers": CREATE_WITH_HELPERS}.get(way)
+    code = {"stdlib": WRITE_WITH_STDLIB, "sharedarrays": CREATE_WITH_SHAREDARRAYS}.get(way)
     if code is None:
-        raise ValueError(f"way must be 'stdlib' or 'helpers', got {way!r}")
+        raise ValueError(f"way must be 'stdlib' or 'sharedarrays', got {way!r}")
     return _outcome(run_in_small_dev_shm(code, str(n_bytes)))
 
 
@@ -291,34 +306,43 @@ def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, rep
 @dataclass(frozen=True)
 class FanOutTimes:
     """A fan-out of handles timed call by call (seconds): each call's wall time; in each call, the
-    slower worker's read of its slice (its first read through the mapping its task just made); and
-    such a first read over a second read of the same slice in the same task (the fastest of each, which
-    a busy machine slows least)."""
+    task that ended last, split in four: from the call's start to its sum's start, its sum of its
+    slice (each task sums once, through the mapping it just made), the unmapping after it, and the
+    rest until the call returned (the pool's way back); a first read over a second read of the same
+    slice, from other tasks that sum twice (the fastest of each, which a busy machine slows least);
+    and calls of the same tasks that attach and sum nothing."""
 
     calls: Timing
-    reads: tuple[float, ...]
+    last_tasks: tuple[tuple[float, float, float, float], ...]
     first_vs_second: float
+    attach_only: Timing
 
-    def fastest(self) -> tuple[float, float]:
-        """The fastest call's wall time and, within it, the slower worker's read (seconds)."""
+    def fastest(self) -> tuple[float, tuple[float, float, float, float]]:
+        """The fastest call's wall time and, within it, its last task's (until its sum began, the sum,
+        the unmapping, the rest until the call returned), in seconds: they add up to the call."""
         index = self.calls.runs.index(self.calls.min)
-        return self.calls.min, self.reads[index]
+        return self.calls.min, self.last_tasks[index]
 
 
 def time_fan_out(pool, handle: ArrayHandle, bounds: list[tuple[int, int]], repeat: int = 5) -> FanOutTimes:
     """Time ``repeat`` fan-outs of ``handle`` over ``bounds`` (one slice a worker) in a started pool,
-    after one untimed; each task attaches, sums its slice and says how long the sum took."""
+    after one untimed; each task attaches, sums its slice once and says when its sum began and how
+    long the sum and the unmapping took. Then
+    tasks that sum twice (first vs second read) and calls of tasks that only attach (the round trip)."""
     tasks = [(handle, start, stop) for start, stop in bounds]
     pool.starmap(sum_slice_timed, tasks)  # warm-up
-    walls, reads = [], []
+    walls, last_tasks = [], []
     for _ in range(repeat):
-        with stopwatch() as call:
-            results = pool.starmap(sum_slice_timed, tasks)
-        walls.append(call.seconds)
-        reads.append(max(seconds for _, seconds in results))
+        began = time.perf_counter()  # the same clock in every process of this machine (CLOCK_MONOTONIC)
+        results = pool.starmap(sum_slice_timed, tasks)
+        ended = time.perf_counter()
+        _, read_began, read, unmap = max(results, key=lambda result: sum(result[1:]))  # the last to end
+        walls.append(ended - began)
+        last_tasks.append((read_began - began, read, unmap, ended - read_began - read - unmap))
     pairs = [pair for _ in range(3) for pair in pool.starmap(time_two_reads, tasks)]  # (first, second) a task
     firsts, seconds = zip(*pairs, strict=True)
-    return FanOutTimes(Timing(tuple(walls)), tuple(reads), min(firsts) / min(seconds))
+    attach_only = time_it(lambda: pool.starmap(attach_and_return, tasks), repeat=repeat)
+    return FanOutTimes(Timing(tuple(walls)), tuple(last_tasks), min(firsts) / min(seconds), attach_only)
 
 
 def _check_growth_prediction(answer, n_workers: int, rss_arrays: float, pss_arrays: float,
@@ -373,11 +397,21 @@ def sum_segment_slice(name: str, n_items: int, start: int, stop: int) -> float:
         segment.close()
 
 
-def sum_slice_timed(handle: ArrayHandle, start: int, stop: int) -> tuple[float, float]:
-    """``workers.sum_shared_slice``, also returning the seconds its sum took: (sum, seconds)."""
-    with attach(handle) as array, stopwatch() as read:
+def sum_slice_timed(handle: ArrayHandle, start: int, stop: int) -> tuple[float, float, float, float]:
+    """``workers.sum_shared_slice``, also returning when its sum began (``time.perf_counter()``), the
+    seconds it took and the seconds the unmapping after it took: (sum, began, sum seconds, unmap seconds)."""
+    with attach(handle) as array:
+        began = time.perf_counter()
         total = float(np.sum(array[start:stop]))
-    return total, read.seconds
+        summed = time.perf_counter()
+        del array  # no view left: leaving the block unmaps the segment now
+    return total, began, summed - began, time.perf_counter() - summed
+
+
+def attach_and_return(handle: ArrayHandle, start: int, stop: int) -> None:
+    """A fan-out task that attaches the shared array and reads nothing: the call's cost without a sum."""
+    with attach(handle):
+        pass
 
 
 def time_two_reads(handle: ArrayHandle, start: int, stop: int) -> tuple[float, float]:
@@ -420,3 +454,4 @@ def attach_on_go_and_hold(handle, started, go, attached, release) -> None:
         workers.touch_pages(array)
         attached.set()
         release.wait()
+

@@ -28,6 +28,7 @@ SHARED = "new segment each call: copy in, send handles"
 SHARED_KEPT = "already in a segment: send handles"
 PICKLED_OBJECTS = "pickled, text as Python objects"
 PICKLED_OBJECTS_TRACED = "pickled, text as Python objects, tracemalloc on"  # as the post timed it
+ONE_ROW = "pickled, one row: a call's fixed cost"
 
 
 def table_dtype(text: str) -> np.dtype:
@@ -70,15 +71,29 @@ def text_as_objects(table: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class TableFanOuts:
     """Each way's fan-out times (a Timing in seconds, by way), the rows it sent, and the sums that
-    each way's workers returned on its untimed first call."""
+    each way's workers returned on its untimed first call. ``ONE_ROW``, where timed, is a call's
+    fixed cost (the pool's round trip), which ``per_row`` sets aside."""
 
     timings: dict[str, Timing]
     rows: dict[str, int]
     sums: dict[str, list[float]]
 
+    @property
+    def fixed(self) -> float:
+        """Seconds of the fastest call that pickled one row (0 where not timed)."""
+        return self.timings[ONE_ROW].min if ONE_ROW in self.timings else 0.0
+
     def per_row(self, way: str) -> float:
-        """Seconds of ``way``'s fastest call divided by its rows (all workers of the call together)."""
-        return self.timings[way].min / self.rows[way]
+        """Seconds a row of ``way``'s fastest call, the fixed cost of a call set aside (all workers of
+        the call together)."""
+        return max(self.timings[way].min - self.fixed, 0.0) / self.rows[way]
+
+    def whole_table(self, way: str, n_rows: int) -> float:
+        """Seconds of ``way``'s fastest call on ``n_rows`` rows: measured where it sent them, else
+        the fixed cost plus ``per_row`` times ``n_rows`` (extrapolated)."""
+        if self.rows[way] == n_rows:
+            return self.timings[way].min
+        return self.fixed + self.per_row(way) * n_rows
 
 
 def time_table_fan_outs(context, n_workers: int, table: np.ndarray, object_rows: int,
@@ -89,12 +104,13 @@ def time_table_fan_outs(context, n_workers: int, table: np.ndarray, object_rows:
     segment filled once, before timing. Its first ``object_rows`` rows with the text as Python
     objects are pickled (at full size that would take seconds a call; compare its time per row),
     then again with tracemalloc tracing this process, as the post timed it (unless it traces
-    already). Pool start-up is excluded; each way runs once untimed (its sums kept), then the ways
+    already); and one row of those, a call's fixed cost (``ONE_ROW``). Pool start-up is excluded;
+    each way runs once untimed (its sums kept), then the ways
     are timed in turns (one call of each per round), so that a busy moment of the machine slows one
     call of each, not every call of one."""
     objects = text_as_objects(table[:object_rows])
     rows = {PICKLED_BYTES: len(table), SHARED: len(table), SHARED_KEPT: len(table),
-            PICKLED_OBJECTS: len(objects), PICKLED_OBJECTS_TRACED: len(objects)}
+            PICKLED_OBJECTS: len(objects), PICKLED_OBJECTS_TRACED: len(objects), ONE_ROW: 1}
     with SharedNDArray.copy_of(table) as kept, context.Pool(n_workers) as pool:
         pool.map(workers.worker_pid, range(n_workers))  # start the workers before timing
 
@@ -111,6 +127,7 @@ def time_table_fan_outs(context, n_workers: int, table: np.ndarray, object_rows:
             SHARED: new_segment,
             SHARED_KEPT: lambda: send_handles(kept),
             PICKLED_OBJECTS: lambda: pool.map(nansum_price, [objects] * n_workers, chunksize=1),
+            ONE_ROW: lambda: pool.map(nansum_price, [objects[:1]] * n_workers, chunksize=1),
         }
         sums = {way: fan_out() for way, fan_out in ways.items()}  # untimed: the warm-up, checked
         timings = time_in_turns(ways, repeat=repeat)
@@ -124,44 +141,35 @@ def time_table_fan_outs(context, n_workers: int, table: np.ndarray, object_rows:
     return TableFanOuts(timings, {way: rows[way] for way in timings}, sums)
 
 
-POST_TABLE_BYTES = 240e6  # the post's record array: 240 MB
 POST_FACTOR = 216 / 2.09  # the post's times: 216 s pickled, 2.09 s with SharedMemory
 
 
 POST_WORKERS = 4  # the post's pool: cpu_count() on its dual-core, four-thread laptop
 
 
-def post_versions(fan_outs: TableFanOuts, table_bytes: int, n_workers: int) -> str:
-    """Markdown on the shared-memory post's factor of about 100, from the fan-outs' times per row:
-    its first version (text as objects, our strings way) against a new segment (the post made one
-    per run), split into what pickling itself costs and what the strings add, then what tracemalloc
-    tracing added, as the post timed it; then what scales between our setting and the post's
-    (``table_bytes``: the size of the table the fixed-width ways sent; ``n_workers``: ours)."""
+def post_versions(fan_outs: TableFanOuts, n_workers: int) -> str:
+    """Markdown on the shared-memory post's factor of about 100, from the fan-outs' times per row (a
+    call's fixed cost set aside): its first version (text as objects, our strings way) against a new
+    segment (the post made one per run), as a table of factors: what pickling itself costs, what the
+    strings add, what tracemalloc tracing added, as the post timed it, and all together; then what
+    differs between our setting and the post's (``n_workers``: ours)."""
     per_row = fan_outs.per_row
-    pickling = per_row(PICKLED_BYTES) / per_row(SHARED)
-    text_kind = per_row(PICKLED_OBJECTS) / per_row(PICKLED_BYTES)
-    strings = pickling * text_kind  # per_row(PICKLED_OBJECTS) / per_row(SHARED)
-    text = ("**The post's 100×.** Its code today (`'S6'`) is our bytes row; its first version, whose "
-            "figures it reports, our strings row. Per row, the strings' way took "
-            f"{about(strings)}× as long as a new segment (the post made one per run): pickling itself "
-            f"{about(pickling)}×, times {about(text_kind)}× for the strings")
-    total = strings
+    factors = [("pickling fixed-width bytes / a new segment", per_row(PICKLED_BYTES) / per_row(SHARED)),
+               ("Python strings / fixed-width bytes", per_row(PICKLED_OBJECTS) / per_row(PICKLED_BYTES))]
     if PICKLED_OBJECTS_TRACED in fan_outs.timings:
-        traced = per_row(PICKLED_OBJECTS_TRACED) / per_row(PICKLED_OBJECTS)
-        total = strings * traced
-        text += (f"; with tracemalloc tracing, as the post timed it, {about(traced)}× as long again: "
-                 f"{about(total)}× in all")
-    if total >= POST_FACTOR:
-        text += ", more than the post's 100×."
-    elif total >= POST_FACTOR / 3:
-        text += ", near the post's 100×."
-    else:
-        text += "; the rest of the post's 100× we do not reproduce."
-    return text + (
-        f" Per row, the table's size (the post's: {POST_TABLE_BYTES / table_bytes:,.2g}× ours) changes "
-        "neither way; more workers widen the gap, one pickle each against one copy in all (the post ran "
-        f"{POST_WORKERS}, we {n_workers}), while the post's 2.09 s also counts starting a manager and "
-        f"{POST_WORKERS} spawned interpreters, which ours leaves out.")
+        factors.append(("tracemalloc on / off", per_row(PICKLED_OBJECTS_TRACED) / per_row(PICKLED_OBJECTS)))
+    total = float(np.prod([factor for _, factor in factors]))
+    verdict = ("more than" if total >= POST_FACTOR else "near" if total >= POST_FACTOR / 3
+               else "short of")
+    rows = [f"| {name} | {about(factor)}× |" for name, factor in factors]
+    return "\n".join([
+        "**The post's 100×.** Its code today (`'S6'`) is our bytes row; its first version, whose figures "
+        "it reports, our strings row, timed with tracemalloc on. Per row, a call's fixed cost set aside:",
+        "", "| factor, per row | this run |", "|---|---|", *rows,
+        f"| all together, the post's setting | **{about(total)}×**, {verdict} the post's 100× |", "",
+        f"More workers widen the gap, one pickle each against one copy in all (the post ran {POST_WORKERS}, "
+        f"we {n_workers}); the post's 2.09 s also counts starting a manager and {POST_WORKERS} spawned "
+        "interpreters."])
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,10 @@ def test_a_stdlib_attach_in_another_interpreter_unlinks_or_warns_on_exit():
     assert not (SHM_DIR / shared.name).exists()  # the owner's unlink tolerates a segment already gone
 
 
-def test_attaching_with_the_helper_neither_unlinks_nor_warns():
+@pytest.mark.parametrize("way", ["by_hand", "sharedarrays"])
+def test_mapping_the_file_by_hand_or_with_sharedarrays_neither_unlinks_nor_warns(way):
     with _random_shared() as shared:
-        outcome = shared_memory.attach_and_exit(shared.handle, "helpers")
+        outcome = shared_memory.attach_and_exit(shared.handle, way)
         assert outcome.returncode == 0 and outcome.stderr == ""
         assert float(outcome.stdout) == pytest.approx(shared.array.sum())
         assert outcome.segment_exists_after is True and outcome.warnings == []
@@ -51,20 +52,22 @@ def test_a_stdlib_attach_with_track_false_neither_unlinks_nor_warns():
 
 def test_track_false_runs_only_where_this_python_has_it():
     untracked = ["untracked"] if sys.version_info >= (3, 13) else []
-    assert shared_memory.attach_ways_here() == ["stdlib", *untracked, "helpers"]
+    assert shared_memory.attach_ways_here() == ["stdlib", *untracked, "by_hand", "sharedarrays"]
     assert "SharedMemory(name=sys.argv[1], track=False)" in shared_memory.CHILD_CODE["untracked"]
     assert "track=False" not in shared_memory.CHILD_CODE["stdlib"]
     listing = shared_memory.child_code_listing()
     assert listing.count("SharedMemory(name=sys.argv[1]") == 2 and listing.count("attach(") == 1
+    assert "mmap.mmap(file.fileno(), 0)" in listing
+    assert "resource_tracker" not in shared_memory.CHILD_CODE["by_hand"]
     if sys.version_info < shared_memory.UNTRACKED_SINCE:
         with _random_shared(10) as shared, pytest.raises(ValueError, match="needs Python 3.13"):
             shared_memory.attach_and_exit(shared.handle, "untracked")
 
 
 def test_an_unknown_way_is_refused():
-    with _random_shared(10) as shared, pytest.raises(ValueError, match="'untracked' or 'helpers'"):
+    with _random_shared(10) as shared, pytest.raises(ValueError, match="'by_hand' or 'sharedarrays'"):
         shared_memory.attach_and_exit(shared.handle, "pickle")
-    with pytest.raises(ValueError, match="'stdlib' or 'helpers'"):
+    with pytest.raises(ValueError, match="'stdlib' or 'sharedarrays'"):
         shared_memory.overfill_small_dev_shm("pickle")
 
 
@@ -92,7 +95,8 @@ def test_overfilling_a_small_dev_shm_is_sigbus_with_stdlib_and_memory_error_with
     stdlib = shared_memory.overfill_small_dev_shm("stdlib")
     assert stdlib.returncode == -7 and stdlib.signal_name == "SIGBUS"
     assert "created a segment of" in stdlib.stdout and "wrote every page" not in stdlib.stdout
-    helper = shared_memory.overfill_small_dev_shm("helpers")
+    assert "created a segment of 16 MiB" in stdlib.stdout
+    helper = shared_memory.overfill_small_dev_shm("sharedarrays")
     assert helper.returncode == 0, helper.stderr
     assert helper.stdout.startswith("MemoryError: a shared array of 16 MiB does not fit in /dev/shm")
 
