@@ -6,13 +6,15 @@ An array over ``max_nbytes`` (joblib's default: 1 MB) is dumped by joblib into a
 temp folder; ``temp_folder=`` or ``JOBLIB_TEMP_FOLDER`` choose) and each loky worker maps that file
 (``mmap_mode``, default ``'r'``). What a worker receives (``describe_argument``), where joblib puts
 its files (``joblib_temp_root``, ``joblib_folders``), and the workers holding an argument while the
-tree's memory is sampled (``hold_in_workers``). ``release_joblib`` shuts loky's workers down and
+tree's memory is sampled (``hold_in_workers``), calls timed with the seconds joblib waited to delete
+their dump's folder (``time_calls``). ``release_joblib`` shuts loky's workers down and
 removes the empty folders joblib keeps until the interpreter exits. What a SIGKILLed parent leaves
 behind is ``helpers.lessons.joblib_memmap_crash``. Sizes are bytes, durations seconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -21,11 +23,13 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import joblib.disk
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, dump
 from joblib._memmapping_reducer import SYSTEM_SHARED_MEM_FS_MIN_SIZE  # joblib's /dev/shm threshold
 
 from helpers.lessons.demos import hold
@@ -33,6 +37,7 @@ from helpers.lessons.exercises import Exercise
 from helpers.lessons.memmap import FileMemory, file_memory_in_tree
 from helpers.lessons.workers import touch_pages
 from helpers.measure.leftovers import SHM_DIR, TEMP_PREFIX, temp_dir
+from helpers.measure.timing import Timing, time_it
 from helpers.measure.units import format_bytes
 
 FOLDER_PREFIX = "joblib_memmapping_folder_"
@@ -119,6 +124,66 @@ def temp_folder_experiment(array: np.ndarray, n_workers: int, folder: Path) -> d
     finally:
         release_joblib()  # else later calls would keep dumping into ``folder``
     return roots
+
+
+FOLDER_RETRY_S = joblib.disk.RM_SUBDIRS_RETRY_TIME  # joblib's wait before it tries a folder again: 0.1 s
+
+
+@contextlib.contextmanager
+def folder_retry_waits() -> Iterator[list[float]]:
+    """The seconds this process sleeps inside the block in ``joblib.disk.delete_folder``: at the end
+    of a call joblib deletes the call's memmapping folder, and while the dump is still in it (loky's
+    resource tracker removes it once no worker holds it) joblib sleeps ``FOLDER_RETRY_S`` and tries
+    again. The yielded list fills as the block runs."""
+    slept: list[float] = []
+    real = joblib.disk.time
+
+    class CountingTime:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def sleep(self, seconds: float) -> None:
+            slept.append(seconds)
+            real.sleep(seconds)
+
+    joblib.disk.time = CountingTime()
+    try:
+        yield slept
+    finally:
+        joblib.disk.time = real
+
+
+@dataclass(frozen=True)
+class TimedCalls:
+    """A ``Timing`` of calls (seconds) and, for each timed run in order, the seconds joblib slept in
+    it before trying again to delete the call's folder (``folder_retry_waits``)."""
+
+    timing: Timing
+    retry_waits: tuple[float, ...]
+
+
+def time_calls(call: Callable[[], object], repeat: int = 5) -> TimedCalls:
+    """``time_it(call, repeat, warmup=1)``, counting each timed run's ``folder_retry_waits``."""
+    waits: list[float] = []
+
+    def counted() -> None:
+        with folder_retry_waits() as slept:
+            call()
+        waits.append(sum(slept))
+
+    timing = time_it(counted, repeat=repeat, warmup=1)
+    return TimedCalls(timing, tuple(waits[1:]))
+
+
+def time_dump(array: np.ndarray, folder: Path, repeat: int = 5) -> Timing:
+    """Seconds of ``joblib.dump(array, <folder>/dump.pkl)``, the call joblib's reducer makes to dump
+    an argument (a new file each run, removed untimed before the next and after the last)."""
+    path = Path(folder) / "dump.pkl"
+    try:
+        return time_it(lambda: dump(array, path), repeat=repeat, warmup=1,
+                       setup=lambda: path.unlink(missing_ok=True))
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def joblib_folders(pid: int | None = None) -> list[Path]:

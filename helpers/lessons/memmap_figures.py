@@ -1,7 +1,7 @@
 """Lesson 06's printouts and figures: the folders and their filesystems, first against warm reads,
-the fan-out's time, what the tree maps of one file (RSS and PSS timelines by role), joblib's workers
-holding an array, and tmpfs giving its RAM back. Sizes are bytes, times seconds; every function
-only formats or draws what the lesson measured."""
+the split read's time, what the tree maps of one file (RSS and PSS timelines by role), joblib's
+calls timed and its workers holding an array, and tmpfs giving its RAM back. Sizes are bytes,
+times seconds; every function only formats or draws what the lesson measured."""
 
 from __future__ import annotations
 
@@ -60,9 +60,10 @@ def plot_reads(reads: Mapping[tuple[str, str], Timing], in_ram_s: float, warm_fl
     return ax
 
 
-def describe_fan_out(fan_out: Mapping[str, Timing]) -> str:
-    """Each filesystem's fan-out timing (median, IQR, fastest, runs)."""
-    return "\n".join(f"fan-out, {kind:>5}: {timing}" for kind, timing in fan_out.items())
+def describe_split_read(split: Mapping[str, Timing]) -> str:
+    """Each filesystem's split-read timing (workers each summing a part of the file): median, IQR,
+    fastest, runs."""
+    return "\n".join(f"split read, {kind:>5}: {timing}" for kind, timing in split.items())
 
 
 NOISE_BYTES = 2**20  # a tree's memory moves by up to this between two still windows: read as about 0
@@ -198,6 +199,7 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
     slower = reads["tmpfs", "warm read"].median / reads["disk", "warm read"].median
     timing = f"Its warm read took {format_ratio(slower)}× the disk's"
     if faults["tmpfs"] > 2 * faults["disk"]:
+        timing += f", with {format_ratio(faults['tmpfs'] / faults['disk'])}× the faults"
         small = huge in (None, "never", "deny")
         pages = ("keeps 4 KiB pages, and a fault maps only a few of them" if small
                  else "still mapped less per fault")
@@ -233,5 +235,55 @@ def describe_temp_folder_experiment(roots: Mapping[str, Path], ours: Path, array
             f"Four calls, each dumping a {format_bytes(array_bytes)} array (*ours*: `{ours}`):\n\n"
             "```text\n" + "\n".join(lines) + "\n```\n\n"
             "Kept workers ignored `temp_folder=` (joblib issue "
-            "[#1373](https://github.com/joblib/joblib/issues/1373)); `JOBLIB_TEMP_FOLDER` counted at once; "
-            "new workers kept `temp_folder=` for a call that did not ask.\n</details>")
+            "[#1373](https://github.com/joblib/joblib/issues/1373)).\n</details>")
+
+
+def describe_runs_and_waits(runs: Iterable[float], retry_waits: Iterable[float]) -> str:
+    """Each run's seconds, in order, and the part of it joblib slept before trying again to delete
+    the call's folder (``joblib_memmap.time_calls``), where it slept at all."""
+    return ", ".join(format_seconds(run) + (f" ({format_seconds(wait)} of it waiting)" if wait > 0 else "")
+                     for run, wait in zip(runs, retry_waits, strict=True))
+
+
+def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[float], dump_s: float,
+                          floor_b_s: float, array_bytes: int, dumped_to: Path, tasks: int) -> str:
+    """Markdown: joblib's calls ``times`` ('auto-memmap', 'our memmap', 'pickled'; seconds) compared at
+    the median and in the fastest runs; how many auto-memmapped runs waited to delete their dump's
+    folder (``retry_waits``, per run, from ``joblib_memmap.time_calls``); our memmap's median;
+    ``joblib.dump`` of the array timed alone (``dump_s``) against floor (b) (``floor_b_s``)."""
+    auto, ours, pickled = (times[how] for how in ("auto-memmap", "our memmap", "pickled"))
+    waits = list(retry_waits)
+    text = (f"Calls of {tasks} tasks took **{format_seconds(auto.median)}** auto-memmapped and "
+            f"**{format_seconds(pickled.median)}** pickled at the median "
+            f"({format_ratio(pickled.median / auto.median)}× as long), {format_seconds(auto.min)} and "
+            f"{format_seconds(pickled.min)} at the fastest ({format_ratio(pickled.min / auto.min)}×). ")
+    waited = [wait for wait in waits if wait > 0]
+    if waited:
+        median_side = "the median leaves them out" if 2 * len(waited) < len(waits) else "the median too"
+        up_to = "" if len(set(waited)) == 1 else "up to "
+        text += (f"{len(waited)} of the {len(waits)} auto-memmapped calls waited {up_to}"
+                 f"{format_seconds(max(waited))} more ({median_side}): joblib retries deleting the dump's "
+                 "folder until loky's resource tracker has removed the dump (`joblib/disk.py`). ")
+    text += (f"Our memmap (no dump) took {format_seconds(ours.median)} at the median; the dump alone "
+             f"(`joblib.dump` of {format_bytes(array_bytes)} into `{dumped_to}`) took "
+             f"{format_seconds(dump_s)}, {format_ratio(dump_s / floor_b_s)}× floor (b) "
+             f"({format_seconds(floor_b_s)})")
+    if dump_s < floor_b_s:
+        return text + ": `write()` takes no page faults; floor (b) faults in each page."
+    return text + "."
+
+
+def describe_joblib_memory(pickled_held: float, dump: FileMemory,
+                           growth: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
+    """Markdown: what the pickled workers held (bytes) and the auto-memmapped dump's PSS, in arrays;
+    that the growth table's /dev/shm row is the same dump the PSS row counts, and the cgroup counter's
+    growth of each way (``growth``: ``format_growth_table``'s columns 'pickled - idle' and
+    'auto-memmap - idle'), when readable."""
+    text = (f"Pickled, the workers held **{pickled_held / array_bytes:.2f} arrays**, a copy each. "
+            f"Auto-memmapped, the dump's mappings counted **{dump.pss / array_bytes:.2f} arrays** of PSS; "
+            "the table's `/dev/shm` row is that dump again")
+    counters = [growth[column].get("cgroup counter") for column in ("auto-memmap - idle", "pickled - idle")]
+    if None in counters:
+        return text + "."
+    auto, pickled = (value / array_bytes for value in counters)
+    return text + f": the cgroup counter grew by {auto:.2f} arrays, pickled's by {pickled:.2f}."

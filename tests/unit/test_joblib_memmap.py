@@ -102,6 +102,39 @@ def test_a_reused_parallel_does_not_see_an_in_place_change_and_a_new_call_does(r
     assert fresh.first == first + 1.0
 
 
+def test_folder_retry_waits_counts_joblibs_sleep_before_it_deletes_a_folder_again(tmp_path):
+    import threading
+
+    import joblib.disk
+
+    folder = tmp_path / "joblib_memmapping_folder_test"
+    folder.mkdir()
+    (folder / "dump.pkl").write_bytes(b"x")
+    real = joblib.disk.time
+    remover = threading.Timer(joblib_memmap.FOLDER_RETRY_S / 2, (folder / "dump.pkl").unlink)
+    remover.start()  # the file goes while joblib sleeps, as loky's resource tracker removes a dump
+    with joblib_memmap.folder_retry_waits() as slept:
+        joblib.disk.delete_folder(str(folder), allow_non_empty=False)
+    remover.join()
+    assert slept == [joblib_memmap.FOLDER_RETRY_S] and not folder.exists()
+    assert joblib.disk.time is real
+
+
+def test_time_calls_gives_each_timed_run_its_wait(released):
+    array = random_array(2 * MiB)
+    timed = joblib_memmap.time_calls(lambda: Parallel(n_jobs=N_WORKERS, backend="loky")(
+        delayed(joblib_memmap.sum_argument)(array) for _ in range(N_WORKERS)), repeat=3)
+    assert len(timed.timing.runs) == len(timed.retry_waits) == 3
+    assert all(wait % joblib_memmap.FOLDER_RETRY_S < 1e-9 or wait == 0 for wait in timed.retry_waits)
+    assert all(run > wait for run, wait in zip(timed.timing.runs, timed.retry_waits, strict=True))
+
+
+def test_time_dump_times_joblibs_dump_and_leaves_no_file(tmp_path):
+    timing = joblib_memmap.time_dump(random_array(2 * MiB), tmp_path, repeat=2)
+    assert len(timing.runs) == 2 and timing.min > 0
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_workers_that_hold_a_memmapped_array_share_it_and_pickled_ones_copy_it(released):
     array = random_array()
     with track_memory(trace_python=False) as report:

@@ -94,6 +94,7 @@ def test_the_faults_paragraph_says_why_only_when_tmpfs_needed_more():
     reads = {(kind, "warm read"): Timing((seconds,)) for kind, seconds in (("disk", 0.01), ("tmpfs", 0.03))}
     many = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "never")
     assert "one per 1.94 MiB" in many and "`huge=never`" in many and "took 3×" in many
+    assert "with 31× the faults" in many
     same = memmap_figures.describe_faults({"disk": 2000, "tmpfs": 2051}, reads, 128 * 2**20, "never")
     assert "about as much per fault" in same and "folio" not in same
     huge = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "always")
@@ -133,6 +134,47 @@ def test_the_temp_folder_quirk_lists_the_calls_in_order_inside_a_collapsed_block
     calls = [line for line in text.splitlines() if line.startswith("call ")]
     assert [line.split(":")[0] for line in calls] == ["call 1", "call 2", "call 3", "call 4"]
     assert calls[0].endswith("->  /dev/shm") and all(line.endswith("->  ours") for line in calls[1:])
+
+
+def test_joblib_times_keep_median_and_fastest_apart_and_set_the_dump_against_floor_b():
+    from helpers.lessons import memmap_figures
+    from helpers.measure.timing import Timing
+
+    times = {"auto-memmap": Timing((0.060, 0.150, 0.056, 0.148, 0.055)),
+             "our memmap": Timing((0.030, 0.025, 0.031)), "pickled": Timing((0.50, 0.51, 0.49))}
+    waits = (0.0, 0.1, 0.0, 0.1, 0.0)
+    shm = Path("/dev/shm")
+    text = memmap_figures.describe_joblib_times(times, waits, 0.0125, 0.019, 32 * 2**20, shm, 8)
+    assert "**60 ms** auto-memmapped and **500 ms** pickled at the median (8.3× as long)" in text
+    assert "55 ms and 490 ms at the fastest (8.9×)" in text
+    assert "2 of the 5 auto-memmapped calls waited 100 ms more (the median leaves them out): joblib" in text
+    assert "Our memmap (no dump) took 30 ms at the median;" in text
+    assert "(`joblib.dump` of 32 MiB into `/dev/shm`) took 12.5 ms, 0.66× floor (b) (19 ms): `write" in text
+    slow = memmap_figures.describe_joblib_times(times, (0.1, 0.1, 0.2, 0.1, 0.0), 0.025, 0.019, 32 * 2**20,
+                                                shm, 8)
+    assert "4 of the 5 auto-memmapped calls waited up to 200 ms more (the median too)" in slow
+    assert slow.endswith("1.3× floor (b) (19 ms).")
+    calm = memmap_figures.describe_joblib_times(times, (0.0,) * 5, 0.025, 0.019, 32 * 2**20, shm, 8)
+    assert "waited" not in calm
+    runs = memmap_figures.describe_runs_and_waits((0.055, 0.15), (0.0, 0.1))
+    assert runs == "55 ms, 150 ms (100 ms of it waiting)"
+
+
+def test_joblib_memory_says_the_dev_shm_row_is_the_dump_again_and_gives_the_cgroup_counter_when_read():
+    from helpers.lessons import memmap_figures
+    from helpers.measure.timing import Timing
+
+    array = 32 * 2**20
+    dump = memmap.FileMemory(2 * array, array, 2)
+    growth = {"auto-memmap - idle": {"cgroup counter": 1.01 * array},
+              "pickled - idle": {"cgroup counter": 2 * array}}
+    text = memmap_figures.describe_joblib_memory(2 * array, dump, growth, array)
+    assert "**2.00 arrays**, a copy each." in text
+    assert "**1.00 arrays** of PSS; the table's `/dev/shm` row is that dump again" in text
+    assert text.endswith("the cgroup counter grew by 1.01 arrays, pickled's by 2.00.")
+    unread = {column: {"cgroup counter": None} for column in growth}
+    assert memmap_figures.describe_joblib_memory(2 * array, dump, unread, array).endswith("again.")
+    assert memmap_figures.describe_split_read({"disk": Timing((0.006,))}).startswith("split read,  disk: ")
 
 
 @pytest.mark.parametrize("on", KINDS)
