@@ -101,4 +101,6 @@ def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], 
                 f"and a proxy read {words['proxy']}")
     sentence = sentence.replace("less per task here as", "less per task here than").replace(
         "more per task here as", "more per task here than")
-    return sentence + (": " + "; ".join(reasons) + "." if reasons else ": the two machines agree.")
+    if not reasons:
+        return sentence + ": the two machines agree."
+    return sentence + "." + "".join(f" {reason[0].upper()}{reason[1:]}." for reason in reasons)

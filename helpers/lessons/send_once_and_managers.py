@@ -265,14 +265,16 @@ def seconds_per_task(pool, fn, argument_tuples: Sequence[tuple], warmup: int = 1
     return Timing(tuple(runs))
 
 
-def seconds_to_start(context, n_workers: int, repeat: int = 3) -> Timing:
-    """Seconds from ``context.Pool(n_workers)`` until every worker has answered, for ``repeat``
-    empty pools one after another (closing each is not timed): what every way pays before its
-    first task. Time it after a first pool has run: the first also starts the resource tracker."""
+def seconds_to_start(context, n_workers: int, repeat: int = 3, initializer=None,
+                     initargs: tuple = ()) -> Timing:
+    """Seconds from ``context.Pool(n_workers, initializer, initargs)`` until every worker has
+    answered (so every initializer has run), for ``repeat`` pools one after another (closing each
+    is not timed); empty pools by default: what every way pays before its first task. Time it after
+    a first pool has run: the first also starts the resource tracker."""
     runs = []
     for _ in range(repeat):
         start = time.perf_counter()
-        with context.Pool(n_workers) as pool:
+        with context.Pool(n_workers, initializer=initializer, initargs=initargs) as pool:
             answers_from_every_worker(pool, n_workers)
             runs.append(time.perf_counter() - start)
     return Timing(tuple(runs))

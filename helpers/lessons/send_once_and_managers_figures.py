@@ -34,8 +34,7 @@ def plot_memory(reports: Mapping[str, object]):
                              sharey=True)
     for ax, (title, report) in zip(np.atleast_1d(axes), reports.items(), strict=True):
         pss_carried_by_rss(report).plot(ax=ax, title=title)
-    fig.suptitle("PSS by process (between the sampler's PSS reads, moved by each process's RSS change)",
-                 fontsize=10)
+    fig.suptitle("PSS by process", fontsize=10)
     return fig
 
 
@@ -98,8 +97,22 @@ def side_by_side(sizes: Sequence[int], floor: Sequence[float],
     return format_table(rows)
 
 
-def start_up_over(start_up: float, empty_pool: float) -> str:
-    """What a pool's ``start_up`` (seconds) added over starting an ``empty_pool``, for the table:
-    "+0.73 s start-up", or "an empty pool's start-up" when it added nothing measurable."""
-    extra = start_up - empty_pool
-    return f"+{format_seconds(extra)} start-up" if extra > 0 else "an empty pool's start-up"
+def start_up_spread(empty_pool) -> float:
+    """How far an empty pool's start-up runs (a ``Timing``) strayed from their median, seconds."""
+    return max(abs(run - empty_pool.median) for run in empty_pool.runs)
+
+
+def start_up_added(start_up, empty_pool) -> float | None:
+    """Seconds a pool's start-up (a ``Timing``) added over an ``empty_pool``'s (medians), or None when
+    that is within the empty pool's own spread (``start_up_spread``): nothing measurable."""
+    extra = start_up.median - empty_pool.median
+    return extra if extra > start_up_spread(empty_pool) else None
+
+
+def start_up_over(start_up, empty_pool) -> str:
+    """``start_up_added`` for the table: "+730 ms start-up", or "within an empty pool's spread
+    (±60 ms)" when it added nothing measurable."""
+    extra = start_up_added(start_up, empty_pool)
+    if extra is None:
+        return f"within an empty pool's spread (±{format_seconds(start_up_spread(empty_pool))})"
+    return f"+{format_seconds(extra)} start-up"

@@ -28,18 +28,18 @@ def test_the_posts_own_figures_per_task():
 
 @pytest.mark.parametrize("here, cpus, alone, says", [
     ({"every task": 0.39, "proxy": 0.005}, 2, 0.0015,
-     "cost about as much per task here as in the post, and a proxy read more: a proxy read is a round trip "
+     "cost about as much per task here as in the post, and a proxy read more. A proxy read is a round trip "
      "to the manager, which waits for a CPU when 5 workers and the manager share 2 (one task at a time: "
      "1.5 ms)."),
     ({"every task": 0.05, "proxy": 0.0015}, 2, 0.0015,
-     "a proxy read is a round trip to the manager, and one task at a time it cost about as much (1.5 ms): "
+     "A proxy read is a round trip to the manager, and one task at a time it cost about as much (1.5 ms): "
      "this machine's round trip, not the five workers."),
     ({"every task": 0.1, "proxy": 0.0011}, 8, 0.0011,
-     "cost less per task here than in the post, and a proxy read about as much: sending the list is pickling "
+     "cost less per task here than in the post, and a proxy read about as much. Sending the list is pickling "
      "speed"),
     ({"every task": 0.39, "proxy": 0.0011}, 8, 0.0011, "the two machines agree."),
     ({"every task": 0.39, "proxy": 0.0001}, 2, 0.0001,
-     "read less: a proxy read is a round trip to the manager."),
+     "read less. A proxy read is a round trip to the manager."),
 ])
 def test_the_sentence_names_only_the_costs_that_moved(here, cpus, alone, says):
     assert says in keras_post.why_the_factor_differs(here, keras_post.post_per_task(), cpus, alone)

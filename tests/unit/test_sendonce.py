@@ -9,6 +9,7 @@ import pytest
 
 from helpers.lessons import send_once_and_managers
 from helpers.measure.memory import ProcessMemory, TreeSample
+from helpers.measure.timing import Timing
 from helpers.measure.units import MiB
 
 SPAWN = mp.get_context("spawn")
@@ -171,8 +172,10 @@ def test_install_pays_back_its_extra_start_up_by_what_each_task_saves():
 
     assert send_once_and_managers.tasks_to_pay_back(0.72, 0.4) == pytest.approx(1.8)
     assert send_once_and_managers.tasks_to_pay_back(0.72, 0.0) is None
-    assert figures.start_up_over(0.95, 0.22) == "+730 ms start-up"
-    assert figures.start_up_over(0.21, 0.22) == "an empty pool's start-up"
+    empty = Timing((0.21, 0.22, 0.25))
+    assert figures.start_up_over(Timing((0.9, 0.95, 1.0)), empty) == "+730 ms start-up"
+    assert figures.start_up_over(Timing((0.2, 0.24, 0.3)), empty) == "within an empty pool's spread (±30 ms)"
+    assert figures.start_up_added(Timing((0.2, 0.24, 0.3)), empty) is None
 
 
 def test_seconds_to_start_times_each_empty_pool_until_every_worker_answers():
