@@ -179,9 +179,10 @@ def run_task(connection, task: str) -> None:
 @dataclass
 class FanOut:
     """One fan-out: ``seconds`` from starting the first worker to the last report (start-up,
-    sending and the task), each worker's own report, this process's memory just before
-    (``memory_alone``), and, when held, every process's memory read by the parent while all of them
-    held still (pid -> ProcessMemory, this process first). Bytes everywhere."""
+    sending and the task; ``send_seconds`` the sending alone), each worker's own report, this
+    process's memory just before (``memory_alone``), and, when held, every process's memory read
+    by the parent while all of them held still (pid -> ProcessMemory, this process first). Bytes
+    everywhere."""
 
     start_method: str
     task: str
@@ -189,6 +190,7 @@ class FanOut:
     workers: list[WorkerReport]
     parent_before: ProcessMemory
     held: dict[int, ProcessMemory] = field(default_factory=dict)
+    send_seconds: float = 0.0  # of ``seconds``, the sending: pickling and piping each copy (0 if none)
 
     def growth(self, measure: str = "pss") -> int:
         """Bytes the tree (this process and the workers) held above this process alone before:
@@ -245,15 +247,17 @@ def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
             processes.append(process)
             process.start()
             child_end.close()
+        sending = time.perf_counter()
         for pipe in pipes if send is not None else ():
-            pipe.send(send)
+            pipe.send(send)  # pickles it, then writes it: returns once all but a pipe buffer is read
+        send_seconds = time.perf_counter() - sending if send is not None else 0.0
         answers = [pipe.recv() if pipe.poll(REPORT_SECONDS) else TimeoutError(
             f"a worker did not report within {REPORT_SECONDS:.0f} s") for pipe in pipes]
         seconds = time.perf_counter() - start
         for answer in answers:
             if isinstance(answer, BaseException):
                 raise answer
-        result = FanOut(start_method, task, seconds, answers, parent_before)
+        result = FanOut(start_method, task, seconds, answers, parent_before, send_seconds=send_seconds)
         if hold_seconds > 0 or report is not None:
             time.sleep(SETTLE_SECONDS)
             if report is not None:
