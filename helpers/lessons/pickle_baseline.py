@@ -180,6 +180,23 @@ def read_message_into(connection, buffer) -> int:
     return size
 
 
+def pipe_capacity() -> int | None:
+    """Bytes a new pipe holds before its writer must wait for the reader (Linux's ``F_GETPIPE_SZ``);
+    None where the system cannot be asked."""
+    try:
+        import fcntl
+
+        get_size = fcntl.F_GETPIPE_SZ
+    except (ImportError, AttributeError):
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        return fcntl.fcntl(read_end, get_size)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
 def _read_exactly(fd: int, n: int) -> bytes:
     chunks = bytearray()
     while len(chunks) < n:

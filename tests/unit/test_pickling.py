@@ -2,6 +2,7 @@
 
 import multiprocessing as mp
 import pickle
+import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
 
@@ -160,3 +161,11 @@ def test_all_holding_marks_the_first_exact_sample_that_shows_every_worker_holdin
         before = min(sample.processes[pid].pss for sample in report.window(0.0, "send")
                      if pid in sample.processes)
         assert at.processes[pid].pss - before >= 0.75 * array.nbytes, role
+
+
+def test_pipe_capacity_is_a_whole_number_of_pages_or_unknown():
+    capacity = pickle_baseline.pipe_capacity()
+    if sys.platform.startswith("linux"):
+        assert capacity is not None and capacity >= 4096 and capacity % 4096 == 0, capacity
+    else:
+        assert capacity is None or capacity > 0
