@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from helpers.lessons.showdown_lesson import ONE_ARRAY, format_arrays
+from helpers.measure.leftovers import TEMP_PREFIX
 from helpers.measure.timing import Timing
 from helpers.measure.units import format_bytes, format_ratio, format_seconds
 
@@ -548,9 +549,9 @@ def _fan_out_ratio(results: Sequence, floors: tuple[Timing, Timing], name: str) 
 def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Sequence[ClaimColumn]) -> str:
     """Lesson 11's decision guide read by need, one Markdown bullet per need, its figures from this
     run: SharedMemory's fan-out beside sharedctypes' (why the guide still picks SharedMemory), what the
-    executor added and took (why an array many tasks read goes into a SharedNDArray first), and the
-    file line (``file_advice_markdown``). A comparison whose way did not run is left out. What a way
-    added to memory is not said: it answers the lesson's exercise, and the guide is printed unanswered."""
+    executor's segments held in /dev/shm beside SharedMemory's (why an array many tasks read goes into a
+    SharedNDArray first), and the file line (``file_advice_markdown``). A comparison whose way did not
+    run is left out. The guide comes after the exercise's check."""
     shm, ctypes = (_fan_out_ratio(results, floors, name) for name in ("shared_memory", "sharedctypes"))
     read_only = ("- **Read-only, one Linux machine:** fork (04) if it is safe (no threads), else a "
                  "`SharedMemory` segment (07): any start method, attach by name at any time; "
@@ -558,18 +559,19 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
     if shm is not None and ctypes is not None:
         how = ("was faster" if ctypes * SAME_WITHIN < shm else "was slower" if ctypes > shm * SAME_WITHIN
                else "was about as fast")
-        read_only += f" {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a)) but"
+        joined = "and" if how == "was slower" else "but"
+        read_only += f" {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a)) {joined}"
     read_only += " reaches workers only when they start."
-    executor = "- **Existing pool code:** the shared-memory executor (08) or a pickler reduction (09)."
-    ex = _fan_out_ratio(results, floors, "executor")  # its memory answers the exercise: not said here
-    if ex is not None and shm is not None:
-        slower = ex > shm * SAME_WITHIN  # else the reason is memory alone: one copy for all its tasks
-        executor += (f" It copies each array per submit{'' if slower else ', though not slower here'} "
-                     f"(fan-out {ex:.3g}× against `shared_memory`'s {shm:.3g}×): put an array many tasks "
-                     f"read in a `SharedNDArray` first (08){'' if slower else ', one copy for them all'}.")
-    else:
-        executor += (" It copies each array per submit: put an array many tasks read in a `SharedNDArray` "
-                     "first (08).")
+    executor = ("- **Existing pool code:** the shared-memory executor (08) or a pickler reduction (09). The "
+                "executor copies each array per submit into a segment of its own")
+    done = ran(results)
+    measured = [name for name in ("executor", "shared_memory")
+                if name in done and done[name].shm_added_bytes is not None]
+    shm_held = {name: done[name].shm_added_bytes / done[name].array_bytes for name in measured}
+    if len(shm_held) == 2:  # after the exercise's check: the guide is read once it is answered
+        executor += (f" (/dev/shm held {format_arrays(shm_held['executor'])} arrays of them, "
+                     f"`shared_memory`'s {format_arrays(shm_held['shared_memory'])})")
+    executor += ": put an array many tasks read in a `SharedNDArray` first (08)."
     return "\n".join([
         "- **The work releases the GIL:** threads (01), nothing copied.",
         read_only,
@@ -577,8 +579,7 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
         "(05).",
         executor,
         "- **Several machines:** put it once, pass the reference: `ray.put` (one copy per node) or Dask's "
-        "`scatter(broadcast=True)`; `python -m helpers.bench --suite cluster` measures which is faster on "
-        "your network.",
+        "`scatter(broadcast=True)`; `python -m helpers.bench --suite cluster` times both on your network.",
         object_arrays_advice(results),
         file_advice_markdown(columns),
     ])
@@ -607,7 +608,8 @@ def object_arrays_advice(results: Sequence) -> str:
     cost = "more" if start > per_call else "less"
     return (text + f" if the pool serves many calls: its start-up here ({format_seconds(start)}) cost {cost} "
             f"than pickle's whole fan-out ({format_seconds(per_call)}), repaid from the {_ordinal(pays)} "
-            "fan-out; or convert them to a fixed-width dtype.")
+            "fan-out (float64 here; object arrays pickle slower); or convert them to a "
+            "fixed-width dtype.")
 
 
 # What each way copies, as lesson 11 prints it after its exercise: lesson 10's exercise asks how many
@@ -848,7 +850,7 @@ COPY_PER_TASK = ("pickle", "manager", "executor", "reducer_torch", "reducer_shar
 
 
 # What a way that does not copy per task does instead, when its fan-out is among the slowest.
-NOT_PER_TASK = {"joblib": "copies it once per call (its dump, inside the fan-out's time)",
+NOT_PER_TASK = {"joblib": "copies it once per call",
                 "memmap_disk": "copies nothing but maps the file afresh in every task",
                 "memmap_tmpfs": "copies nothing but maps the file afresh in every task",
                 "shared_memory": "copies nothing but maps the segment afresh in every task"}
@@ -889,10 +891,11 @@ def _round_trips_against_floor_b(trip: dict[str, float], slow_trips: list[str], 
     return text + "."
 
 
-def _hypothesis(fan: dict[str, float]) -> str:
+def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None) -> str:
     """Whether the lesson's hypothesis held on the fan-outs ``fan`` (× floor (a)): are the ways that
     copy the array per task the slowest ones? A way among the slowest that does not says what it
-    does instead (``NOT_PER_TASK``)."""
+    does instead (``NOT_PER_TASK``); joblib among them is split into its dump alone (``joblib_dump``,
+    × floor (a), timed apart: ``time_joblib_dump``) and the rest of its call."""
     per_task = [name for name in COPY_PER_TASK if name in fan]
     if not per_task or len(per_task) == len(fan):
         return ""
@@ -909,9 +912,14 @@ def _hypothesis(fan: dict[str, float]) -> str:
     def instead(name: str) -> str:
         return f"`{name}` ({fan[name]:.3g}×), which " + NOT_PER_TASK.get(name, "copies nothing per task")
 
-    return (f" **The hypothesis held in part:** {len(slowest) - len(intruders)} of the {len(slowest)} "
+    text = (f" **The hypothesis held in part:** {len(slowest) - len(intruders)} of the {len(slowest)} "
             f"slowest fan-outs copy the array per task; {_and([instead(name) for name in intruders])}, took "
             f"longer than {listed(left_out)}, which {'does' if len(left_out) == 1 else 'do'}.")
+    if "joblib" in intruders and joblib_dump is not None and joblib_dump < fan["joblib"]:
+        text += (f" Its dump alone (`joblib.dump`) took {joblib_dump:.3g}×; the other "
+                 f"{fan['joblib'] - joblib_dump:.3g}× is the call: loky's dispatch, the dump's folder made "
+                 "and removed (lesson 06).")
+    return text
 
 
 def _and(parts: list[str]) -> str:
@@ -926,17 +934,36 @@ def _fixed_cost(done: dict, fan: dict[str, float]) -> str:
         return ""
     way = min(mapped, key=fan.__getitem__)
     thread_s, way_s = done["threads"].fan_out.median, done[way].fan_out.median
+    if way_s <= thread_s:  # threads no faster on this run: the sentence would not hold
+        return ""
     how = ", here more than the sum" if way_s > 2 * thread_s else ""
     return (f" A process task also pays a dispatch, a reply and any wait for a CPU{how}: `threads` summed "
             f"the array in {format_seconds(thread_s)}, `{way}`, which copies nothing, in "
             f"{format_seconds(way_s)}.")
 
 
-def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
+def time_joblib_dump(array) -> Timing | None:
+    """Seconds of ``joblib.dump(array)`` alone, into a new folder where joblib dumps (/dev/shm or the
+    temp folder: lesson 06's ``time_dump``, removed after); None when joblib is not installed."""
+    import importlib.util
+    import tempfile
+    from pathlib import Path
+
+    if importlib.util.find_spec("joblib") is None:
+        return None
+    from helpers.lessons.joblib_memmap import joblib_temp_root, time_dump
+
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=joblib_temp_root().path) as folder:
+        return time_dump(array, Path(folder))
+
+
+def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing], joblib_dump: Timing | None = None
+                     ) -> str:
     """Markdown for lesson 11's time plot, every ordering and spread read from ``results``: the
     fan-outs' and the round trips' spread over floor (a), which ways' round trips are slowest, whether
     they pickle the result back and what they took in multiples of floor (b) beside the ways that
-    write it in place, and whether the hypothesis held (``_hypothesis``)."""
+    write it in place, and whether the hypothesis held (``_hypothesis``, with ``joblib_dump``:
+    ``time_joblib_dump``)."""
     warm, fresh = floors[0].median, floors[1].median
     done = ran(results)
     fan = {name: r.fan_out.median / warm for name, r in done.items() if r.fan_out is not None}
@@ -946,7 +973,7 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     slow_trips = sorted(trip, key=trip.__getitem__, reverse=True)[:len(RESULT_PICKLED_BACK)]
     return (f"*What to see* (× floor (a)): fan-outs span {_span(fan)}, round trips {_span(trip)}."
             + _fixed_cost(done, fan) + " " + _round_trips_against_floor_b(trip, slow_trips, fresh / warm)
-            + _hypothesis(fan))
+            + _hypothesis(fan, None if joblib_dump is None else joblib_dump.median / warm))
 
 
 # What the extra start-up of a pool that gets the array as it starts holds, over one started on a stand-in.
@@ -962,6 +989,14 @@ SENDS_LIKE_PICKLE = ("send_once",)
 START_SERIAL = ("the parent's write of each copy into a worker's 64 KiB start-up pipe waits until that "
                 "worker has started and reads it, so the workers start one after another, not together")
 NOTHING_SET_UP = 1e-4  # seconds: a setup under this made nothing (the array goes with every task)
+# Why ray.put can beat floor (b), one thread's copy into fresh pages: Ray's serializer copies a buffer
+# over 1 MiB with 6 threads (MEMCOPY_THREADS, ray/includes/serialization.pxi: parallel_memcopy), and
+# its store reuses pages an earlier object touched. Timed apart on a 2-core VM (16 MiB), puts into a
+# fresh store's pages took 1.1x to 1.6x floor (b), puts into reused pages 0.3x to 0.45x: the threads
+# alone do not beat fresh pages' faults there.
+RAY_COPY_THREADS = ("Ray's serializer copies a buffer over 1 MiB with 6 threads (parallel_memcopy), and "
+                    "its store reuses pages an earlier object touched, where floor (b) is one thread "
+                    "copying into fresh pages")
 
 
 def setup_note(results: Sequence, floors: tuple[Timing, Timing], references: Sequence = ()) -> str:
@@ -994,6 +1029,9 @@ def setup_note(results: Sequence, floors: tuple[Timing, Timing], references: Seq
         lines.append(f"a copy into a segment or file: {_range(ratios)} floor (b) ({', '.join(copy_in)})")
     if stored:
         lines.append(f"storing it once: {timed(stored, lambda name: done[name].setup_s)}")
+        ray_put = done["ray_object_store"].setup_s / fresh if "ray_object_store" in stored else None
+        if ray_put is not None and ray_put < 1:  # beat floor (b): say why it can
+            lines.append(f"ray_object_store: {format_ratio(ray_put)}× floor (b): {RAY_COPY_THREADS}")
     for name in at_start:
         text = f"{name} {format_seconds(done[name].setup_s)}"
         if same is not None and same.setup_s.get(name) is not None:

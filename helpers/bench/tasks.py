@@ -127,7 +127,7 @@ def strategy_sum(reach, arg) -> float:
     """Sum the whole array this worker reaches with ``reach(arg)`` (reads every page)."""
     with reach(arg) as array:
         total = float(np.sum(array))
-        del array
+        del array  # drop the view before the segment closes (lesson 07)
     return total
 
 
@@ -162,7 +162,7 @@ def strategy_plus_one_into(reach, arg, reach_out, out) -> None:
     file, a manager): the caller reads it there."""
     with reach(arg) as array, reach_out(out) as result:
         np.add(array, 1.0, out=result)
-        del array, result
+        del array, result  # drop the views before the segments close (lesson 07)
 
 
 # --- a reader's own task (``python -m helpers.bench --task module:function``) ---------------------

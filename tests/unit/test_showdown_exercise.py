@@ -1,6 +1,6 @@
-"""Lesson 11's "Your turn" on a real, small showdown (four strategies, real workers and shared memory):
-a wrong set of names fails the check cell with a hint naming the strategy to look at again, the
-worked solution passes."""
+"""Lesson 11's "Your turn" on a real, small showdown (its six ways, real workers and shared memory):
+a wrong count of arrays for a way fails the check cell with a hint naming that way and its measured
+figure, every named misconception fails, the worked solution passes."""
 
 import numpy as np
 import pytest
@@ -16,38 +16,53 @@ from helpers.measure import leftovers
 from helpers.measure.units import MiB
 
 pytestmark = pytest.mark.timeout(180)
-MEASURED = ("pickle", "send_once", "fork_cow", "sharedctypes")
+MEASURED = showdown_lesson.CHOICES
+N_WORKERS = 2  # the misconceptions' answers are written for 2 workers
 
 
 @pytest.fixture(scope="module")
 def measured():
-    """What four strategies added to the tree's PSS (arrays) while 2 workers held an 8 MiB array."""
+    """What the six ways asked added to the tree's PSS (arrays) while 2 workers held an 8 MiB array."""
     before = leftovers.snapshot()
     array = np.random.default_rng(11).random(8 * MiB // 8)
-    results = showdown.run_showdown(MEASURED, array, 2, repeat=1)
+    results = showdown.run_showdown(MEASURED, array, N_WORKERS, repeat=1)
     assert not leftovers.new_since(before)
-    return {"added_arrays": showdown.added_arrays(results)}
+    return {"added_arrays": showdown.added_arrays(results), "n_workers": N_WORKERS}
+
+
+def right_answer(measured) -> dict:
+    return showdown_lesson.arrays_per_way(**measured)
 
 
 def test_the_measurement_gives_the_lessons_answer(measured):
     assert set(measured["added_arrays"]) == set(MEASURED), measured
-    assert showdown_lesson.at_most_one_array(measured["added_arrays"]) == {"fork_cow", "sharedctypes"}
+    rounded = {name: showdown_lesson.whole_arrays(added) for name, added in measured["added_arrays"].items()}
+    assert rounded == {"send_once": 2, "fork_cow": 0, "sharedctypes": 1, "memmap_tmpfs": 1,
+                       "shared_memory": 1, "executor": 2}, measured
+    assert right_answer(measured) == rounded
 
 
-def test_a_copy_per_worker_named_as_one_array_fails(monkeypatch, measured):
-    assert_wrong_answer_fails(showdown_lesson.EXERCISE, {"pickle", "fork_cow", "sharedctypes"},
-                              "pickle added .* arrays here", monkeypatch, **measured)
-
-
-def test_a_shared_copy_left_out_fails(monkeypatch, measured):
-    assert_wrong_answer_fails(showdown_lesson.EXERCISE, {"sharedctypes"}, "fork_cow added only",
+def test_a_copy_per_worker_counted_as_one_array_fails(monkeypatch, measured):
+    answer = {**right_answer(measured), "send_once": 1}
+    assert_wrong_answer_fails(showdown_lesson.EXERCISE, answer, "send_once added .* arrays here .*, not 1",
                               monkeypatch, **measured)
 
 
-def test_names_that_are_not_choices_or_not_a_set_fail(monkeypatch, measured):
-    assert_wrong_answer_fails(showdown_lesson.EXERCISE, {"threads"}, "not one of the choices",
+def test_a_shared_copy_counted_as_nothing_fails(monkeypatch, measured):
+    answer = {**right_answer(measured), "sharedctypes": 0}
+    assert_wrong_answer_fails(showdown_lesson.EXERCISE, answer, "sharedctypes added .*, not 0", monkeypatch,
+                              **measured)
+
+
+def test_names_that_are_not_asked_missing_counts_and_not_a_dict_fail(monkeypatch, measured):
+    assert_wrong_answer_fails(showdown_lesson.EXERCISE, {**right_answer(measured), "threads": 0},
+                              "not one of the ways asked", monkeypatch, **measured)
+    assert_wrong_answer_fails(showdown_lesson.EXERCISE, {"fork_cow": 0}, "give a count for", monkeypatch,
+                              **measured)
+    assert_wrong_answer_fails(showdown_lesson.EXERCISE, {**right_answer(measured), "fork_cow": 0.5},
+                              "whole number", monkeypatch, **measured)
+    assert_wrong_answer_fails(showdown_lesson.EXERCISE, {"fork_cow", "sharedctypes"}, "give a dict",
                               monkeypatch, **measured)
-    assert_wrong_answer_fails(showdown_lesson.EXERCISE, "fork_cow", "give a set", monkeypatch, **measured)
 
 
 @pytest.mark.parametrize("answer, misconception", showdown_lesson.EXERCISE.misconceptions)
@@ -58,6 +73,8 @@ def test_every_named_misconception_is_rejected(measured, answer, misconception, 
 def test_the_worked_solution_passes_and_skipped_strategies_are_not_asked(monkeypatch, capsys, measured):
     assert_worked_solution_passes(showdown_lesson.EXERCISE, monkeypatch, capsys, **measured)
     monkeypatch.delenv("LAB_SOLVE_EXERCISES", raising=False)
-    # shared_memory and memmap_tmpfs did not run here: naming them is neither right nor wrong
-    answer = {"fork_cow", "sharedctypes", "shared_memory", "memmap_tmpfs"}
-    assert showdown_lesson.EXERCISE.check(answer, **measured) is None
+    # had shared_memory and memmap_tmpfs not run, their counts would be neither right nor wrong
+    ran = {name: added for name, added in measured["added_arrays"].items()
+           if name not in ("shared_memory", "memmap_tmpfs")}
+    answer = {**right_answer(measured), "shared_memory": 5}
+    assert showdown_lesson.EXERCISE.check(answer, added_arrays=ran, n_workers=N_WORKERS) is None
