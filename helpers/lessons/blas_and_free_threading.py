@@ -16,6 +16,7 @@ import numpy as np
 from helpers.lessons.gil_heartbeat import tree_cpu_wait_seconds
 from helpers.lessons.threads_or_processes import PROCESSES, executor, timed_runs
 from helpers.measure.timing import Timing
+from helpers.measure.units import format_seconds
 
 # --- BLAS's own threads inside each worker process -------------------------------------------------
 
@@ -97,6 +98,57 @@ def blas_fan_out(n: int, context, limit: int | None, size: int = 256, products: 
                             check, repeat, budget_s)
         waited_for_cpu = (tree_cpu_wait_seconds() - waited) / (time.perf_counter() - start)
     return BlasRun(limit, sizes, timing, waited_for_cpu)
+
+
+def blas_conclusion(runs: dict[tuple[int, int | None], BlasRun], n_workers: int, limit: int,
+                    usable_cpus: int) -> str:
+    """Section 4's conclusion in Markdown, from ``blas_fan_out``'s runs keyed (workers, limit): the
+    oversubscribed fan-out against the limited one, on fastest runs and on medians, and the control."""
+    unlimited, limited = runs[n_workers, None], runs[n_workers, limit]
+    ratio = unlimited.timing.min / limited.timing.min  # fastest runs: noise only adds time
+    on_medians = unlimited.timing.median / limited.timing.median
+    alone = runs[1, None].timing.min / runs[1, limit].timing.min  # the control: nothing oversubscribed
+    total = sum(size or 1 for size in unlimited.pool_sizes)
+    has_control = runs[1, None].pool_sizes != runs[1, limit].pool_sizes
+    control = f"The control, one worker unlimited, took {alone:.2f}× its limited time"
+    if unlimited.pool_sizes == limited.pool_sizes:
+        verdict = f"The limit changed nothing here: BLAS already ran {limit} thread(s) in each worker."
+    elif total <= usable_cpus:
+        verdict = "Nothing was oversubscribed here: the pools fit the usable CPUs."
+    elif ratio < 1.2:
+        verdict = "Here it cost little."
+    elif has_control and alone > 1.2:
+        verdict = (f"{control} too: a pool that size was slow even alone (other programs on the CPUs, or "
+                   "BLAS's threading at this size), so this run cannot pin the difference on "
+                   "oversubscription.")
+    else:
+        why = ("OpenBLAS's idle threads spin on their CPU before they sleep "
+               "([OpenBLAS#5171](https://github.com/OpenMathLib/OpenBLAS/issues/5171)), so a product's "
+               "last working thread can wait for a CPU until the scheduler takes one from a spinner"
+               if blas_library() == "openblas" else
+               "A product waits for its pool's last thread, which often had to wait for a CPU")
+        verdict = why + (f". {control}: a pool that size cost little or nothing by itself."
+                         if has_control else ".")
+    if max(on_medians / ratio, ratio / on_medians) >= 1.5:
+        spread = (f" on fastest runs, **{on_medians:.2g}×** on medians: the oversubscribed runs were also "
+                  f"{'erratic' if on_medians > ratio else 'steadier'} "
+                  f"(IQR {format_seconds(unlimited.timing.iqr)} against "
+                  f"{format_seconds(limited.timing.iqr)} limited).")
+    else:
+        spread = f" on fastest runs ({on_medians:.2f}× on medians)."
+    parallel = ""
+    if n_workers >= 2 and usable_cpus >= 2 and limited.pool_sizes != unlimited.pool_sizes:
+        took = limited.timing.min / runs[1, limit].timing.min  # N workers' fastest over one's, both limited
+        parallel = (f" Limited, {n_workers} workers took {took:.2f}× one worker's time for {n_workers}× "
+                    "the work: "
+                    + ("they ran at once." if took <= 0.75 * n_workers else
+                       "the limit removed the loss, but they did not run at once here"
+                       + (f" (our threads waited for a CPU {limited.waited_for_cpu:.2f} at once, on average)."
+                          if limited.waited_for_cpu >= 0.25 else ".")))
+    return (f"**Conclusion.** As BLAS sized them, the {n_workers} workers' pools had "
+            f"{describe_pools(unlimited.pool_sizes)}: {total} threads for {usable_cpus} usable CPU(s). The "
+            f"unlimited fan-out took **{ratio:.2f}×** the time of the limited one{spread} "
+            f"{verdict}{parallel}")
 
 
 # --- Is there a GIL at all? -----------------------------------------------------------------------

@@ -4,7 +4,7 @@
 millisecond at a time: a wake-up that comes late means the call held the GIL. Time the heartbeat
 spent waiting for a CPU (a busy machine, or Binder's one CPU) is read from the kernel
 (``cpu_wait_seconds``, Linux's schedstat) and not counted as late, so the probe works on one CPU.
-``EXERCISE`` asks the learner to predict five calls (``exercise_calls``). Seconds throughout.
+``EXERCISE`` asks the learner to predict six calls (``exercise_calls``). Seconds throughout.
 """
 
 from __future__ import annotations
@@ -152,15 +152,18 @@ def exercise_calls(array: np.ndarray) -> dict[str, tuple[Callable, tuple]]:
     return {
         "hashlib.sha256(data).digest()": (lambda d: hashlib.sha256(d).digest(), (data,)),
         "zlib.compress(data)": (zlib.compress, (data,)),
+        'data.count(b"\\0")': (bytes.count, (data, b"\0")),
         "sorted(numbers)": (sorted, (numbers,)),
         "np.sort(values)": (np.sort, (array[: 2**18],)),
         "np.sum(objects)": (np.sum, (objects,)),
     }
 
 
-# What the documentation says of each call of the exercise: True, it releases the GIL.
+# What the documentation says of each call of the exercise: True, it releases the GIL. bytes.count's
+# docs say nothing: it runs in C on raw memory, yet CPython's bytes methods do not release the GIL
+# (the probe in the lesson and test_threads_or_processes hold this).
 DOCUMENTED = {"hashlib.sha256(data).digest()": True, "zlib.compress(data)": True,
-              "sorted(numbers)": False,
+              'data.count(b"\\0")': False, "sorted(numbers)": False,
               "np.sort(values)": True, "np.sum(objects)": False}
 
 
@@ -192,12 +195,16 @@ EXERCISE = Exercise(
               "threads run: answer = {call name: True (releases the GIL) or False (holds it)}"),
     check=_check_predictions,
     solution=measured_releases,
-    explanation="C code working on raw memory can release the GIL; code that touches Python objects cannot.",
+    explanation=("Only C code written to release the GIL does (NumPy on numeric dtypes, hashlib and zlib on "
+                 "large buffers); code that touches Python objects cannot, and most built-in methods on "
+                 "bytes and str hold it although they work on raw memory."),
     misconceptions=(
         ({**DOCUMENTED, "np.sum(objects)": True},
          "every NumPy call releases the GIL, whatever the array holds"),
         ({**DOCUMENTED, "sorted(numbers)": True},
          "a builtin written in C, like sorted, releases the GIL"),
+        ({**DOCUMENTED, 'data.count(b"\\0")': True},
+         "C code on raw bytes releases the GIL"),
         ({name: False for name in DOCUMENTED},
          "no call lets another thread run: the GIL serialises all of Python's threads"),
     ),

@@ -27,6 +27,7 @@ import numpy as np
 from helpers.lessons.gil_heartbeat import tree_cpu_wait_seconds
 from helpers.lessons.workers import sleep_then_echo, touch_pages
 from helpers.measure.timing import Timing
+from helpers.measure.units import format_bytes, format_seconds
 
 THREADS, PROCESSES = "threads", "processes"
 TASK_LABELS = {"sum_numpy": "NumPy sum", "sum_python": "Python loop",
@@ -302,6 +303,87 @@ def unpickling_spikes(report, before: str, state: str, chunk_bytes: int) -> list
         if role.startswith("worker") and role in held and peak - held[role] >= chunk_bytes / 4:
             spiked.append(role)
     return sorted(spiked)
+
+
+def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tuple[str, str], bool],
+                       usable_cpus: int, free_threaded: bool, array_bytes: int, python_bytes: int) -> str:
+    """Section 1's conclusion in Markdown, from the fan-outs ``by`` (kind, task) and whether each judged
+    speed-up was measured with CPUs to spare (``calm``): speed-ups on fastest runs and on medians, what
+    one process pays to receive its chunk, and the share of NumPy's processes' time spent sending."""
+    n = max(next(iter(by.values())).timings)
+    up = {key: s.speed_ups()[n] for key, s in by.items()}
+    up_median = {key: s.speed_ups("median")[n] for key, s in by.items()}
+    fastest = {key: s.timings[n].min for key, s in by.items()}
+    one = {key: s.timings[1].min for key, s in by.items()}
+    threads_np, threads_py = (THREADS, "sum_numpy"), (THREADS, "sum_python")
+    processes_np, processes_py = (PROCESSES, "sum_numpy"), (PROCESSES, "sum_python")
+    control = (PROCESSES, "sum_own_chunk")  # processes with nothing to send
+    send_cost = fastest[processes_np] / fastest[threads_np]
+    per_element = (one[threads_py] / python_bytes) / (one[threads_np] / array_bytes)
+    slower = fastest[processes_py] > fastest[threads_py]
+    behind = one[processes_py] / one[threads_py]  # one process's time over one thread's
+
+    def waited(key):  # why a speed-up is not judged on this run, if it is not
+        return ("" if calm.get(key, True) else
+                f"; not judged: our threads waited for a CPU {by[key].waited_for_cpu:.2f} at once")
+
+    noisy = ("; summing from memory is sensitive to the other core's traffic"
+             if up_median[threads_np] < 0.9 * up[threads_np] else "")
+    feeder = "the pool's one *feeder thread* pickles the chunks and sends them one after another"
+    late = (f", less than the control's {up[control]:.2f}×: {feeder}, so each worker starts only once the "
+            "chunks before its own are sent"
+            if up[processes_py] < up[control] - 0.2 and calm.get(processes_py, True) else "")
+    loop = (f"- **Python loop:** threads **{up[threads_py]:.2f}×**"
+            + ("" if free_threaded else ": they take turns")
+            + (f" ({waited(threads_py)[2:]}; section 3's probe judges it)"
+               if not calm.get(threads_py, True) else "")
+            + f". {n} processes ran {up[processes_py]:.2f}× as fast as one "
+            f"({up_median[processes_py]:.2f}× on medians{waited(processes_py)}){late}. "
+            f"They {'took longer than' if slower else 'took less time than'} the threads "
+            f"({format_seconds(fastest[processes_py])} against {format_seconds(fastest[threads_py])}): "
+            f"one process, which first receives its chunk, took {behind:.2f}× one thread's time "
+            f"({format_seconds(one[processes_py])} against {format_seconds(one[threads_py])}), "
+            + ((f"and the threads still gained {up[threads_py]:.2f}×." if behind <= up[processes_py] else
+                f"more than the {up[processes_py]:.2f}× that {n} workers won back.")
+               if slower else f"and {n} workers won that back."))
+    return "\n".join([
+        f"**Conclusion.** {n} workers on {usable_cpus} usable CPU(s); the control, processes with nothing to "
+        f"send, sped up {up[control]:.2f}×: "
+        + (f"the {n} CPUs were really there." if usable_cpus >= n >= 2 and up[control] >= 0.75 * n
+           else f"this machine had no room for {n} workers at once.")
+        + (" **On this run processes beat threads at neither sum.**" if slower and send_cost > 1 else ""),
+        "",
+        f"- **NumPy, threads:** **{up[threads_np]:.2f}×** as fast as one (fastest runs; "
+        f"{up_median[threads_np]:.2f}× on medians{noisy}{waited(threads_np)}).",
+        loop,
+        f"- **NumPy, processes:** **{send_cost:.0f}×** as long as threads; {n} workers "
+        + (f"sped them up only {up[processes_np]:.2f}×" if up[processes_np] >= 1
+           else f"made them no faster ({up[processes_np]:.2f}×)")
+        + f". Of one worker's {format_seconds(one[processes_np])}, all but the sum's "
+        f"{format_seconds(one[control])} is sending {format_bytes(array_bytes)}"
+        + (", through the same feeder thread." if late else f": {feeder}."),
+        "",
+        f"Per element, the Python loop was {per_element:.0f}× slower than `np.sum`.",
+    ])
+
+
+def verdict(by: Mapping[tuple[str, str], Scaling]) -> str:
+    """The lesson's first takeaway in Markdown: which kind of worker won each sum on this run (fastest
+    runs of the most workers measured), and when processes pay off."""
+    n = max(next(iter(by.values())).timings)
+    fastest = {key: s.timings[n].min for key, s in by.items()}
+    times = {task: (fastest[THREADS, task], fastest[PROCESSES, task]) for task in ("sum_numpy", "sum_python")}
+    said = {task: f"{format_seconds(t)} against {format_seconds(p)}" for task, (t, p) in times.items()}
+    if all(t <= p for t, p in times.values()):
+        return (f"**On this run threads won both sums** ({n} workers, fastest runs, threads against "
+                f"processes): NumPy's {said['sum_numpy']}, the Python loop's {said['sum_python']}. "
+                "Processes pay off only with more Python work per byte, or more CPUs, or once the array "
+                "is shared, not sent (lessons 04 to 08).")
+    won = [f"{TASK_LABELS[task]} ({format_seconds(p)} against {format_seconds(t)} on threads)"
+           for task, (t, p) in times.items() if p < t]
+    return (f"**On this run processes won** on {n} workers: {' and '.join(won)}; threads won the rest. "
+            "Processes pay off where there is Python work to split, and more so once the array is shared "
+            "instead of sent (lessons 04 to 08).")
 
 
 def plot_scaling(scalings: list[Scaling], usable_cpus: int):

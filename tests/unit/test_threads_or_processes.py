@@ -244,3 +244,41 @@ def test_plot_held_states_names_each_state_once_where_it_begins():
                                           ([1, 2], "1, 2 threads"), ([None, None], "unknown")])
 def test_describe_pools_says_the_pool_sizes_in_words(sizes, words):
     assert words in blas.describe_pools(sizes)
+
+
+def _timing(median: float, fastest: float) -> Timing:
+    return Timing((fastest, median, median, median * 1.01))
+
+
+def _scalings(python_processes_fastest: float) -> dict:
+    """Section 1's five fan-outs as this lesson stored them once (seconds), the Python loop's
+    processes at ``python_processes_fastest`` on two workers."""
+    def scaling(kind, task, one, two):
+        return lesson.Scaling(kind, task, {1: _timing(*one), 2: _timing(*two)})
+    made = [scaling(lesson.THREADS, "sum_numpy", (7.1e-3, 6.8e-3), (4.9e-3, 3.6e-3)),
+            scaling(lesson.PROCESSES, "sum_own_chunk", (8e-3, 7.4e-3), (4.5e-3, 4.1e-3)),
+            scaling(lesson.THREADS, "sum_python", (7e-3, 6.6e-3), (7e-3, 6.8e-3)),
+            scaling(lesson.PROCESSES, "sum_python", (12.5e-3, 10.5e-3), (10.4e-3, python_processes_fastest)),
+            scaling(lesson.PROCESSES, "sum_numpy", (358e-3, 356e-3), (339e-3, 317e-3))]
+    return {(s.kind, s.task): s for s in made}
+
+
+def test_the_conclusion_and_the_takeaway_say_who_won_each_sum():
+    by = _scalings(7.6e-3)
+    text = lesson.scaling_conclusion(by, {}, 2, False, 128 * 2**20, 4 * 2**20)
+    assert "processes beat threads at neither sum" in text and "feeder thread" in text
+    assert "less than the control's" in text and "on medians; summing from memory" in text
+    assert "threads won both sums" in lesson.verdict(by)
+    faster = _scalings(3e-3)
+    assert "processes won" in lesson.verdict(faster) and "Python loop (" in lesson.verdict(faster)
+
+
+def test_the_blas_conclusion_gives_medians_where_they_differ_from_fastest_runs():
+    def run(limit, sizes, median, fastest):
+        return blas.BlasRun(limit, sizes, _timing(median, fastest))
+    runs = {(1, None): run(None, [2], 4.6e-3, 4.5e-3), (1, 1): run(1, [1], 5.5e-3, 5.3e-3),
+            (2, None): run(None, [2, 2], 92e-3, 16.8e-3), (2, 1): run(1, [1, 1], 5.7e-3, 5.5e-3)}
+    text = blas.blas_conclusion(runs, 2, 1, 2)
+    assert "**3.05×**" in text and "on fastest runs, **16×** on medians" in text and "erratic" in text
+    runs[2, None] = run(None, [2, 2], 17.5e-3, 16.8e-3)
+    assert "on fastest runs (3.07× on medians)" in blas.blas_conclusion(runs, 2, 1, 2)
