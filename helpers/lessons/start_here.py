@@ -348,14 +348,27 @@ def arrays_counted(measures: Mapping[str, float | None], array_bytes: int,
 
 
 def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Mapping[str, float],
-                 array_bytes: int, share: float = 0.05) -> str:
+                 array_bytes: int, share: float = 0.05,
+                 kinds: Mapping[str, tuple[dict | None, dict | None]] | None = None) -> str:
     """What answers the exercise, as text: ``demos.format_measure_table`` of ``columns`` (bytes grown
     per workload; the last one is the shared segment's), the check's counts (``arrays_counted``), and
     a note giving the last column's rows that moved by under ``share`` of an array either way: noise
-    that counts 0 arrays."""
+    that counts 0 arrays. ``kinds`` (optional) maps a column to its two ``tree_by_kind`` readings
+    (before, after): a note gives what its USS and PSS grew in them, without file pages, and how far
+    file pages moved."""
     lines = [format_measure_table(dict(columns), array_bytes),
              "checked (USS and PSS without file pages): "
              + ", ".join(f"{name} {arrays:z.2f}" for name, arrays in counted.items()) + " arrays"]
+    for column, (before, after) in (kinds or {}).items():
+        data = data_growth(before, after)
+        if data is None:
+            continue
+        files = {measure: after[measure][FILES] - before[measure][FILES] for measure in ("uss", "pss")}
+        lines.append(f"{column}, read page by page once in each state (as the check reads B): USS grew "
+                     f"{data['uss'] / array_bytes:z.2f} arrays, PSS {data['pss'] / array_bytes:z.2f}, "
+                     f"without file pages (these moved\nUSS by {format_bytes(files['uss'])}, PSS by "
+                     f"{format_bytes(files['pss'])}). Its rows above, the sampler's medians, differ from "
+                     f"these by up to {format_bytes(_largest_gap(columns[column], data))}.")
     short = {row: name for name, row in MEASURES.items()}
     last = list(columns.values())[-1]
     small = [f"{short.get(row, row)} {format_bytes(grew)}" for row, grew in last.items()
@@ -364,6 +377,13 @@ def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Map
         lines.append(f"Anything under {share:.0%} of an array counts as 0: heaps and library pages move a "
                      f"little between samples, either way (here {', '.join(small)}).")
     return "\n".join(lines)
+
+
+def _largest_gap(column: Mapping[str, float | None], data: Mapping[str, float]) -> float:
+    """Bytes by which a column's USS and PSS rows (``demos.increase``) differ at most from ``data``."""
+    rows = {"uss": column.get(MEASURES["USS sum"]), "pss": column.get(MEASURES["PSS sum"])}
+    gaps = [abs(value - data[measure]) for measure, value in rows.items() if value is not None]
+    return max(gaps, default=0)
 
 
 def _nearest_count(arrays: float, n_workers: int) -> float:

@@ -133,6 +133,20 @@ def test_the_answer_table_counts_what_moved_under_5_percent_as_0_and_says_by_how
                                       "move a little between samples, either way (here USS sum -120 KiB).")
 
 
+def test_the_answer_table_gives_a_column_read_page_by_page_without_file_pages():
+    kinds = (start_here.ANONYMOUS, start_here.SHARED_MEMORY, start_here.FILES)
+    before = {"uss": dict.fromkeys(kinds, 0), "pss": dict.fromkeys(kinds, 0)}
+    after = {"uss": {kinds[0]: 16 * MiB, kinds[1]: 0, kinds[2]: -4 * MiB},
+             "pss": {kinds[0]: 16 * MiB, kinds[1]: 0, kinds[2]: -2 * MiB}}
+    columns = {"A": {"tree USS sum": 12 * MiB}, "B": {"tree USS sum": 0}}
+    table = start_here.answer_table(columns, {"USS sum": 0.0}, 16 * MiB, kinds={"A": (before, after)})
+    assert "USS grew 1.00 arrays, PSS 1.00, without file pages" in table, table
+    assert "USS by -4 MiB, PSS by -2 MiB" in table, table
+    assert "differ from these by up to 4 MiB." in table, table
+    assert table.splitlines()[-1].startswith("Anything under 5%"), table
+    assert start_here.answer_table(columns, {}, 16 * MiB, kinds={"A": (None, after)}).count("by page") == 0
+
+
 def test_the_by_kind_table_names_anonymous_pages_and_counts_small_growth_as_noise():
     kinds = (start_here.ANONYMOUS, start_here.SHARED_MEMORY, start_here.FILES)
     before = {"uss": dict.fromkeys(kinds, 0), "pss": dict.fromkeys(kinds, 0)}
