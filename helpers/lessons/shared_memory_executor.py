@@ -32,7 +32,7 @@ from helpers.measure import copy_floors
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.timing import Timing, rotated, stopwatch, time_it
-from sharedarrays.shm import SharedNDArray, process_alive
+from sharedarrays.shm import SharedNDArray, handle_of, process_alive
 
 CHILD_TIMEOUT_SECONDS = 60.0
 
@@ -164,12 +164,18 @@ def time_round_trips(executor, array: np.ndarray, repeat: int = 5, warmup: int =
     return RoundTrips(first.seconds, Timing(tuple(warm)), already, Timing(tuple(copies)))
 
 
-def time_new_results(executor, array: np.ndarray, repeat: int = 5, warmup: int = 1) -> Timing:
+def time_new_results(executor, array: np.ndarray, repeat: int = 5, warmup: int = 1,
+                     result_segments: list | None = None) -> Timing:
     """Seconds of ``submit(plus_one, array).result()``, the result dropped at once: a task that returns
     a new array as big as its argument (for ours: a new result segment every call, unlinked when the
-    result is dropped, inside the timing)."""
+    result is dropped, inside the timing). Each call's result segment name (None for a result that
+    came back pickled) is appended to ``result_segments`` if given, warm-up calls included."""
     def round_trip() -> None:
-        executor.submit(workers.plus_one, array).result()  # dropped here: its segment goes now
+        result = executor.submit(workers.plus_one, array).result()
+        if result_segments is not None:
+            handle = handle_of(result)
+            result_segments.append(None if handle is None else handle.name)
+        del result  # dropped here: its segment goes now
 
     return time_it(round_trip, repeat=repeat, warmup=warmup)
 
@@ -400,14 +406,14 @@ def _check_fan_out_prediction(answer, n_workers: int, stdlib: float, private: fl
         return ("answer with a dict of three numbers, {'stdlib': ..., 'private': ..., 'shared': ...}, "
                 "in arrays")
     # the stdlib: N_WORKERS copies, and this process may keep one more (the last task's pickled
-    # bytes), so N_WORKERS + 1 passes too; ours with a private array: one segment per task, nothing more
+    # bytes), so N_WORKERS + 1 passes too; ours with a private array: one segment per submit, nothing more
     upper = {"stdlib": 1.5 * max(stdlib, n_workers) + noise_arrays,
              "private": max(private, n_workers) + 0.5 + noise_arrays}  # N + 1 stays out (strictly below)
     for way, grew in (("stdlib", stdlib), ("private", private)):
         within = answer[way] <= upper[way] if way == "stdlib" else answer[way] < upper[way]
         if not (0.75 * n_workers <= answer[way] and within):
             extra = ("" if way == "stdlib" else
-                     "; ours keeps no pickled bytes, so nothing is added beyond one segment per task")
+                     "; ours keeps no pickled bytes, so nothing is added beyond one segment per submit")
             return (f"with {way!r} the tree's PSS grew by {grew:.1f} arrays, not {answer[way]!r}: "
                     f"each of the {n_workers} tasks got its own copy of a private array{extra}")
     if answer["shared"] > 0.25 + noise_arrays:

@@ -67,10 +67,12 @@ def test_round_trips_of_both_executors():
 def test_a_new_big_result_is_timed_with_its_own_segment_unlinked_each_call():
     array = random_array(2 * MiB)
     with SharedMemoryExecutor(1, SPAWN) as ours:
-        timing = shared_memory_executor.time_new_results(ours, array, repeat=2)
+        names = []
+        timing = shared_memory_executor.time_new_results(ours, array, repeat=2, result_segments=names)
         assert ours.segment_pool.created == 1  # the argument's, reused; each result had a segment of its own
         assert len(segments_of(os.getpid())) == 1  # the results' were unlinked as they were dropped
     assert len(timing.runs) == 2 and timing.min > 0
+    assert len(names) == 3 and None not in names and len(set(names)) == 3, names  # warm-up included
 
 
 def test_a_hand_built_call_and_what_it_contains_are_timed_in_turns():
