@@ -65,6 +65,7 @@ SCRIPT = textwrap.dedent('''
                           "from_store": held.from_store}
         facts["sources"] = dask_cluster.argument_sources(session, array)
         facts["exercise_copies"] = dask_cluster.scattered_copies(session, array, N_WORKERS)
+        facts["copies_each_way"] = dask_cluster.copies_each_way(session, array, N_WORKERS)
         facts["stores_after"] = [f["keys"] for f in dask_cluster.stores(session).values()]
         # Dask's default, the active memory manager on: broadcast's extra copies are dropped
         facts["amm_off_in_session"] = not session.client.amm.running()
@@ -150,6 +151,10 @@ def test_the_exercise_counts_one_copy_per_worker_however_many_tasks_use_it(facts
     # lesson 10's exercise: broadcast, then TASKS_PER_WORKER tasks on each worker given the future
     assert facts["exercise_copies"] == N_WORKERS
     assert dask_cluster.scattered_copies(None, None, N_WORKERS) == N_WORKERS  # Dask missing
+    # and the array itself in as many tasks: every task a copy of its own
+    tasks = dask_cluster.TASKS_PER_WORKER * N_WORKERS
+    assert tuple(facts["copies_each_way"]) == (N_WORKERS, tasks)  # the facts are cached as JSON: a list
+    assert dask_cluster.copies_each_way(None, None, N_WORKERS) == (N_WORKERS, tasks)
 
 
 def test_the_session_turns_off_the_memory_manager_which_would_drop_broadcasts_copies(facts):

@@ -1,6 +1,7 @@
-"""Lesson 10's "Your turn" (``dask_cluster.EXERCISE``: how many copies ``client.scatter(array,
-broadcast=True)`` leaves in the workers' data stores): a wrong count fails the check cell with a hint,
-the worked solution passes on the same measurements (as the lesson's check cell is called)."""
+"""Lesson 10's "Your turn" (``dask_cluster.EXERCISE``: how many copies the workers get with
+``client.scatter(array, broadcast=True)``'s future and with the array itself in every task): a wrong
+pair fails the check cell with a hint, the worked solution passes on the same measurements (as the
+lesson's check cell is called)."""
 
 import pytest
 from exercise_asserts import (
@@ -12,18 +13,26 @@ from exercise_asserts import (
 from helpers.lessons import dask_cluster
 
 N_WORKERS = 2
-MEASURED = {"store_copies": N_WORKERS, "n_workers": N_WORKERS}  # one copy per worker, as measured
+TASKS = dask_cluster.TASKS_PER_WORKER * N_WORKERS
+MEASURED = {"copies": (N_WORKERS, TASKS), "n_workers": N_WORKERS}  # one per worker; one per task
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (1, "held 2 copies on 2 workers"),  # Ray's answer: one per node
-    (2 * N_WORKERS, "held 2 copies on 2 workers"),  # one per task
-    (dask_cluster.TASKS_PER_WORKER, "held 2 copies on 2 workers"),  # the question's number, guessed
-    ("one per worker", "whole number"),
-    (True, "whole number"),
+    ((1, 1), "got 2 and 6 copies"),  # Ray's ray.put both ways: one per node
+    ((N_WORKERS, N_WORKERS), "got 2 and 6 copies"),  # one per worker both ways
+    ((TASKS, N_WORKERS), "got 2 and 6 copies"),  # the two ways swapped
+    ((dask_cluster.TASKS_PER_WORKER, TASKS), "got 2 and 6 copies"),  # the question's number, guessed
+    (N_WORKERS, "two whole numbers"),  # the old exercise's answer, one number
+    ((2, "six"), "two whole numbers"),
+    ((True, 6), "two whole numbers"),
+    ((2, 6, 0), "two whole numbers"),
 ])
 def test_a_wrong_answer_fails_the_exercise(wrong, hint, monkeypatch):
     assert_wrong_answer_fails(dask_cluster.EXERCISE, wrong, hint, monkeypatch, **MEASURED)
+
+
+def test_a_list_answers_as_a_tuple_does():
+    assert dask_cluster.EXERCISE.check([N_WORKERS, TASKS], **MEASURED) is None
 
 
 @pytest.mark.parametrize("answer, misconception", dask_cluster.EXERCISE.misconceptions)
