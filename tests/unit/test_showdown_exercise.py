@@ -36,7 +36,8 @@ def right_answer(measured) -> dict:
 
 def test_the_measurement_gives_the_lessons_answer(measured):
     assert set(measured["added_arrays"]) == set(MEASURED), measured
-    rounded = {name: showdown_lesson.whole_arrays(added) for name, added in measured["added_arrays"].items()}
+    rounded = {name: showdown_lesson.whole_arrays(added, N_WORKERS)
+               for name, added in measured["added_arrays"].items()}
     assert rounded == {"send_once": 2, "fork_cow": 0, "sharedctypes": 1, "memmap_tmpfs": 1,
                        "shared_memory": 1, "executor": 2}, measured
     assert right_answer(measured) == rounded
@@ -78,3 +79,8 @@ def test_the_worked_solution_passes_and_skipped_strategies_are_not_asked(monkeyp
            if name not in ("shared_memory", "memmap_tmpfs")}
     answer = {**right_answer(measured), "shared_memory": 5}
     assert showdown_lesson.EXERCISE.check(answer, added_arrays=ran, n_workers=N_WORKERS) is None
+
+
+def test_whole_arrays_rounds_to_the_nearest_and_caps_at_a_copy_per_worker():
+    assert [showdown_lesson.whole_arrays(x, 2) for x in (-0.1, 0.04, 0.5, 0.51, 1.5, 1.6, 2.76, 9.0)] == [
+        0, 0, 0, 1, 1, 2, 2, 2]
