@@ -213,6 +213,7 @@ def hold_segment_in_workers(
 ANONYMOUS, SHARED_MEMORY, FILES = PSS_KINDS.values()  # the kind names of demos.tree_pss_by_kind
 SHARED_MEMORY_PATHS = ("/dev/shm/", "/SYSV", "/dev/zero", "/memfd:")  # tmpfs-backed mappings
 KIND_NAMES = {ANONYMOUS: "anonymous (heap, NumPy buffers)", SHARED_MEMORY: SHARED_MEMORY, FILES: FILES}
+KERNEL_FILES = "this kernel's files"  # tree_by_kind's key for this process's own file pages
 
 
 def _mapping_kind(header: str) -> str:
@@ -231,7 +232,8 @@ def tree_by_kind() -> dict[str, dict[str, int]] | None:
 
     Read mapping by mapping from /proc/PID/smaps (USS is Private_Clean + Private_Dirty). File pages
     turn private or shared as other programs on the machine map the same libraries, so they move
-    both measures by MiB; the other kinds do not. None where smaps cannot be read (not Linux).
+    both measures by MiB; the other kinds do not. ``KERNEL_FILES`` holds this process's own file
+    pages, ``{"uss": bytes, "pss": bytes}``. None where smaps cannot be read (not Linux).
     """
     totals = {"uss": dict.fromkeys(PSS_KINDS.values(), 0), "pss": dict.fromkeys(PSS_KINDS.values(), 0)}
     for pid in [os.getpid(), *descendant_pids(os.getpid())]:
@@ -241,6 +243,8 @@ def tree_by_kind() -> dict[str, dict[str, int]] | None:
             continue  # the process ended meanwhile
         except OSError:
             return None
+        if pid == os.getpid():
+            totals[KERNEL_FILES] = {measure: totals[measure][FILES] for measure in ("uss", "pss")}
     return totals
 
 
@@ -277,12 +281,23 @@ def by_kind_table(before: dict[str, dict[str, int]], after: dict[str, dict[str, 
     for measure in ("uss", "pss"):
         for kind, value in after[measure].items():
             grew = value - before[measure][kind]
-            small += [abs(grew)] if abs(grew) < share * array_bytes else []
+            small += [abs(grew)] if abs(grew) < share * array_bytes and kind != FILES else []
             lines.append(f"{measure.upper()} of {KIND_NAMES[kind]:<31} {format_bytes(grew):>10}  "
                          f"({grew / array_bytes:z.2f} arrays)")
     largest = format_bytes(max(small, default=0))
-    lines.append(f"Anything under {share:.0%} of an array counts as 0: heaps move a little, and other "
-                 f"programs move file pages, either way (here by at most {largest}).")
+    lines.append("File pages (the code of Python and its libraries) are not the array: the counts leave them "
+                 "out. They\nmove as the tree's processes start, end and run code, and as other programs map "
+                 "the same files.")
+    if KERNEL_FILES in before and KERNEL_FILES in after:
+        kernel = {measure: after[KERNEL_FILES][measure] - before[KERNEL_FILES][measure]
+                  for measure in ("uss", "pss")}
+        others = {measure: after[measure][FILES] - before[measure][FILES] - grew
+                  for measure, grew in kernel.items()}
+        lines.append(f"Here this kernel's file pages moved USS by {format_bytes(kernel['uss'])}, PSS by "
+                     f"{format_bytes(kernel['pss'])};\nthe other processes' (workers, helpers) USS by "
+                     f"{format_bytes(others['uss'])}, PSS by {format_bytes(others['pss'])}.")
+    lines.append(f"Anything under {share:.0%} of an array counts as 0: heaps move a little, either way "
+                 f"(here by at most {largest}).")
     return "\n".join(lines)
 
 
@@ -337,8 +352,8 @@ def arrays_counted(measures: Mapping[str, float | None], array_bytes: int,
                    data: Mapping[str, float] | None = None, reader: float | None = None) -> dict[str, float]:
     """How many arrays each of the five measures counted: its growth (``demos.increase``, bytes)
     over one array's ``array_bytes``. ``data`` (``data_growth``), when given, stands in for the
-    tree's USS and PSS sums: their growth in anonymous and shared-memory pages, without the file
-    pages that other programs move. ``reader`` (``reader_share``, bytes), when given, adds ``READER``."""
+    tree's USS and PSS sums: their growth in anonymous and shared-memory pages, without file
+    pages. ``reader`` (``reader_share``, bytes), when given, adds ``READER``."""
     counted = {name: measures[row] / array_bytes for name, row in MEASURES.items()}
     if data is not None:
         counted["USS sum"], counted["PSS sum"] = data["uss"] / array_bytes, data["pss"] / array_bytes
@@ -351,39 +366,33 @@ def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Map
                  array_bytes: int, share: float = 0.05,
                  kinds: Mapping[str, tuple[dict | None, dict | None]] | None = None) -> str:
     """What answers the exercise, as text: ``demos.format_measure_table`` of ``columns`` (bytes grown
-    per workload; the last one is the shared segment's), the check's counts (``arrays_counted``), and
-    a note giving the last column's rows that moved by under ``share`` of an array either way: noise
-    that counts 0 arrays. ``kinds`` (optional) maps a column to its two ``tree_by_kind`` readings
-    (before, after): a note gives what its USS and PSS grew in them, without file pages, and how far
-    file pages moved."""
-    lines = [format_measure_table(dict(columns), array_bytes),
-             "checked (USS and PSS without file pages): "
-             + ", ".join(f"{name} {arrays:z.2f}" for name, arrays in counted.items()) + " arrays"]
-    for column, (before, after) in (kinds or {}).items():
-        data = data_growth(before, after)
-        if data is None:
-            continue
-        files = {measure: after[measure][FILES] - before[measure][FILES] for measure in ("uss", "pss")}
-        lines.append(f"{column}, read page by page once in each state (as the check reads B): USS grew "
-                     f"{data['uss'] / array_bytes:z.2f} arrays, PSS {data['pss'] / array_bytes:z.2f}, "
-                     f"without file pages (these moved\nUSS by {format_bytes(files['uss'])}, PSS by "
-                     f"{format_bytes(files['pss'])}). Its rows above, the sampler's medians, differ from "
-                     f"these by up to {format_bytes(_largest_gap(columns[column], data))}.")
+    per workload; the last one is the shared segment's, whose check counts are ``counted``, from
+    ``arrays_counted``). ``kinds`` (optional) maps a column to its two ``tree_by_kind`` readings
+    (before, after): that column's USS and PSS rows are then their growth without file pages
+    (``data_growth``), as the check counts them, in place of the sampler's medians. The last column
+    also gets one reader's PSS (``counted[READER]``, when there), and a note gives its rows that moved
+    by under ``share`` of an array either way: noise that counts 0 arrays."""
+    rows = {MEASURES["USS sum"]: "uss", MEASURES["PSS sum"]: "pss"}
+    table = {}
+    for column, grown in columns.items():
+        data = data_growth(*(kinds or {}).get(column, (None, None)))
+        table[column] = dict(grown) if data is None else {  # USS and PSS in place, read page by page
+            (f"{name}, no file pages" if name in rows else name): data[rows[name]] if name in rows else value
+            for name, value in grown.items()}
+    last = list(table.values())[-1]
+    if READER in counted:
+        last[READER] = counted[READER] * array_bytes
+    lines = [format_measure_table(table, array_bytes)]
+    if any(name.endswith(", no file pages") for name in last):
+        lines.append("USS and PSS: /proc/PID/smaps read once in each state, file pages left out (as the "
+                     "check counts them);\nthe other rows: the sampler's medians.")
     short = {row: name for name, row in MEASURES.items()}
-    last = list(columns.values())[-1]
-    small = [f"{short.get(row, row)} {format_bytes(grew)}" for row, grew in last.items()
-             if grew is not None and abs(grew) < share * array_bytes]
+    small = [f"{short.get(row.removesuffix(', no file pages'), row)} {format_bytes(grew)}"
+             for row, grew in last.items() if grew is not None and abs(grew) < share * array_bytes]
     if small:
-        lines.append(f"Anything under {share:.0%} of an array counts as 0: heaps and library pages move a "
-                     f"little between samples, either way (here {', '.join(small)}).")
+        lines.append(f"Anything under {share:.0%} of an array counts as 0: heaps move a little, either way "
+                     f"(here {', '.join(small)}).")
     return "\n".join(lines)
-
-
-def _largest_gap(column: Mapping[str, float | None], data: Mapping[str, float]) -> float:
-    """Bytes by which a column's USS and PSS rows (``demos.increase``) differ at most from ``data``."""
-    rows = {"uss": column.get(MEASURES["USS sum"]), "pss": column.get(MEASURES["PSS sum"])}
-    gaps = [abs(value - data[measure]) for measure, value in rows.items() if value is not None]
-    return max(gaps, default=0)
 
 
 def _nearest_count(arrays: float, n_workers: int) -> float:

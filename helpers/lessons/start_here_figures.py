@@ -1,5 +1,6 @@
-"""Lesson 00's figures: a copy timed run by run, RSS against PSS of N readers of one segment, who
-counts what under memory_profiler, and the copy floors (times in seconds, sizes in bytes)."""
+"""Lesson 00's figures: a copy timed run by run, RSS against PSS of N readers of one segment (also as
+Markdown, to show collapsed), who counts what under memory_profiler, and the copy floors (times in
+seconds, sizes in bytes)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,23 @@ def plot_rss_and_pss(report):
     report.plot("rss", ax=axes[0], title="RSS of each process and of the tree")
     report.plot("pss", ax=axes[1], title="PSS of each process and of the tree")
     return fig
+
+
+def rss_and_pss_markdown(report) -> str:
+    """``plot_rss_and_pss``'s figure as Markdown, a PNG inside an ``<img>`` tag, so that
+    ``exercises.reveal`` can show it collapsed; the figure is closed, never displayed itself."""
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+
+    figure = plot_rss_and_pss(report)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")  # as the inline backend draws
+    plt.close(figure)
+    png = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return (f'<img alt="RSS (left) and PSS (right) of each process and of the tree, over time" '
+            f'src="data:image/png;base64,{png}">')
 
 
 def plot_who_counts(growth: Mapping[str, float], array_bytes: int, n_workers: int):

@@ -129,22 +129,25 @@ def test_the_answer_table_counts_what_moved_under_5_percent_as_0_and_says_by_how
                "B": {"tree RSS sum": 32 * MiB, "tree USS sum": -120 * 1024}}
     counted = {"tracemalloc": 0.0, "RSS sum": 2.0, "USS sum": 0.0, "PSS sum": 1.0, "/dev/shm": 1.0}
     table = start_here.answer_table(columns, counted, 16 * MiB)
-    assert table.splitlines()[-1] == ("Anything under 5% of an array counts as 0: heaps and library pages "
-                                      "move a little between samples, either way (here USS sum -120 KiB).")
+    assert table.splitlines()[-1] == ("Anything under 5% of an array counts as 0: heaps move a little, "
+                                      "either way (here USS sum -120 KiB).")
 
 
-def test_the_answer_table_gives_a_column_read_page_by_page_without_file_pages():
+def test_the_answer_table_gives_uss_and_pss_read_page_by_page_without_file_pages_as_the_check_does():
     kinds = (start_here.ANONYMOUS, start_here.SHARED_MEMORY, start_here.FILES)
     before = {"uss": dict.fromkeys(kinds, 0), "pss": dict.fromkeys(kinds, 0)}
     after = {"uss": {kinds[0]: 16 * MiB, kinds[1]: 0, kinds[2]: -4 * MiB},
              "pss": {kinds[0]: 16 * MiB, kinds[1]: 0, kinds[2]: -2 * MiB}}
-    columns = {"A": {"tree USS sum": 12 * MiB}, "B": {"tree USS sum": 0}}
-    table = start_here.answer_table(columns, {"USS sum": 0.0}, 16 * MiB, kinds={"A": (before, after)})
-    assert "USS grew 1.00 arrays, PSS 1.00, without file pages" in table, table
-    assert "USS by -4 MiB, PSS by -2 MiB" in table, table
-    assert "differ from these by up to 4 MiB." in table, table
-    assert table.splitlines()[-1].startswith("Anything under 5%"), table
-    assert start_here.answer_table(columns, {}, 16 * MiB, kinds={"A": (None, after)}).count("by page") == 0
+    columns = {"A": {"tree USS sum": 12 * MiB, "tree PSS sum": 14 * MiB}, "B": {"tree USS sum": 0}}
+    counted = {"USS sum": 0.0, R: 0.5}
+    table = start_here.answer_table(columns, counted, 16 * MiB, kinds={"A": (before, after)})
+    lines = table.splitlines()
+    assert lines[2].startswith("tree USS sum, no file pages") and "16 MiB (1.00 arrays)" in lines[2], table
+    assert lines[3].startswith("tree PSS sum, no file pages") and "16 MiB (1.00 arrays)" in lines[3], table
+    assert lines[-1].startswith("Anything under 5%"), table
+    assert "one reader's PSS" in table and "8 MiB (0.50 arrays)" in table, table
+    assert "12 MiB" not in table and "14 MiB" not in table, table
+    assert "no file pages" not in start_here.answer_table(columns, {}, 16 * MiB, kinds={"A": (None, after)})
 
 
 def test_the_by_kind_table_names_anonymous_pages_and_counts_small_growth_as_noise():
@@ -155,4 +158,9 @@ def test_the_by_kind_table_names_anonymous_pages_and_counts_small_growth_as_nois
     table = start_here.by_kind_table(before, after, ARRAY_BYTES)
     assert "USS of anonymous (heap, NumPy buffers)" in table
     assert "PSS of shared memory" in table and "(1.00 arrays)" in table
-    assert table.splitlines()[-1].endswith("(here by at most 512 KiB).")
+    assert table.splitlines()[-1].endswith("(here by at most 128 KiB).")  # file pages are not heap noise
+    before[start_here.KERNEL_FILES] = {"uss": 0, "pss": 0}
+    after[start_here.KERNEL_FILES] = {"uss": -64 * 1024, "pss": 0}
+    split = start_here.by_kind_table(before, after, ARRAY_BYTES).splitlines()[-3:-1]
+    assert split == ["Here this kernel's file pages moved USS by -64 KiB, PSS by 0 B;",
+                     "the other processes' (workers, helpers) USS by 0 B, PSS by 512 KiB."], split
