@@ -517,7 +517,9 @@ def post_items(n_items: int = POST_ITEMS) -> list[tuple[str, list[int]]]:
 def seconds_to_unpickle(payload: bytes, repeat: int = 3) -> float:
     """Worker: the fastest of ``repeat`` ``pickle.loads(payload)``, seconds: what a worker pays to
     unpickle an argument it was sent (timed here, in a fresh worker, not in the notebook's kernel,
-    whose far larger heap makes each garbage collection the unpickling triggers slower)."""
+    whose far larger heap makes each garbage collection the unpickling triggers slower). With
+    ``repeat=1``, the first run: into fresh pages, as a task meets it (later runs reuse the pages the
+    first freed, and are faster)."""
     runs = []
     for _ in range(repeat):
         start = time.perf_counter()
