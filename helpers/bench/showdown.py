@@ -526,19 +526,12 @@ def disagreements_markdown(columns: Sequence[ClaimColumn]) -> str:
 
 
 def file_advice_markdown(columns: Sequence[ClaimColumn]) -> str:
-    """The decision guide's line for data in a file, with disk against tmpfs as measured: the
-    reference's ratio at each size and this run's."""
+    """The decision guide's line for data in a file: disk against tmpfs is pointed to where section 5
+    gives it as measured (its figures are not repeated here)."""
     text = "- **Data in a file:** a memmap of it where it lies (lesson 06)"
-    references = [c for c in columns[1:] if c.claims[2].factor is not None]
-    here = columns[0].claims[2].factor if columns else None
-    if not references or here is None:
-        return text + "; on disk or on tmpfs: measure yours."
-    factors = [c.claims[2].factor for c in references]
-    verb = ("matched or beat" if all(f < SAME_WITHIN for f in factors) else
-            "was slower than" if all(f >= SAME_WITHIN for f in factors) else
-            "matched or beat, at some sizes,")
-    return (f"{text}; on the reference VM disk {verb} tmpfs ({_range(factors, _factor)} its time, "
-            f"section 5), this run {_factor(here)}×: measure yours.")
+    measured = bool(columns) and any(c.claims[2].factor is not None for c in columns)
+    return text + ("; disk or tmpfs (section 5 compares them): measure yours." if measured else
+                   "; on disk or on tmpfs: measure yours.")
 
 
 def _fan_out_ratio(results: Sequence, floors: tuple[Timing, Timing], name: str) -> float | None:
@@ -548,10 +541,9 @@ def _fan_out_ratio(results: Sequence, floors: tuple[Timing, Timing], name: str) 
 
 def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Sequence[ClaimColumn]) -> str:
     """Lesson 11's decision guide read by need, one Markdown bullet per need, its figures from this
-    run: SharedMemory's fan-out beside sharedctypes' (why the guide still picks SharedMemory), what the
-    executor's segments held in /dev/shm beside SharedMemory's (why an array many tasks read goes into a
-    SharedNDArray first), and the file line (``file_advice_markdown``). A comparison whose way did not
-    run is left out. The guide comes after the exercise's check."""
+    run: SharedMemory's fan-out beside sharedctypes' (why the guide still picks SharedMemory) and the
+    file line (``file_advice_markdown``). A comparison whose way did not run is left out. No memory
+    figure of the exercise's ways: the guide is shown open, answered or not."""
     shm, ctypes = (_fan_out_ratio(results, floors, name) for name in ("shared_memory", "sharedctypes"))
     read_only = ("- **Read-only, one Linux machine:** fork (04) if it is safe (no threads), else a "
                  "`SharedMemory` segment (07): any start method, attach by name at any time; "
@@ -563,23 +555,16 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
         read_only += f" {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a)) {joined}"
     read_only += " reaches workers only when they start."
     executor = ("- **Existing pool code:** the shared-memory executor (08) or a pickler reduction (09). The "
-                "executor copies each array per submit into a segment of its own")
-    done = ran(results)
-    measured = [name for name in ("executor", "shared_memory")
-                if name in done and done[name].shm_added_bytes is not None]
-    shm_held = {name: done[name].shm_added_bytes / done[name].array_bytes for name in measured}
-    if len(shm_held) == 2:  # after the exercise's check: the guide is read once it is answered
-        executor += (f" (/dev/shm held {format_arrays(shm_held['executor'])} arrays of them, "
-                     f"`shared_memory`'s {format_arrays(shm_held['shared_memory'])})")
-    executor += ": put an array many tasks read in a `SharedNDArray` first (08)."
+                "executor copies each array per submit into a segment of its own: put an array many tasks "
+                "read in a `SharedNDArray` first (08).")
     return "\n".join([
-        "- **The work releases the GIL:** threads (01), nothing copied.",
+        "- **The work releases the GIL:** threads (01): they read the array itself.",
         read_only,
         "- **Writes into one result:** `SharedMemory` or `sharedctypes`, with a lock or disjoint slices "
         "(05).",
         executor,
         "- **Several machines:** put it once, pass the reference: `ray.put` (one copy per node) or Dask's "
-        "`scatter(broadcast=True)`; `python -m helpers.bench --suite cluster` times both on your network.",
+        "`scatter(broadcast=True)`.",
         object_arrays_advice(results),
         file_advice_markdown(columns),
     ])
@@ -605,10 +590,8 @@ def object_arrays_advice(results: Sequence) -> str:
         return (text + f", not faster here (fan-out {format_seconds(once.fan_out.median)} against pickle's "
                 f"{format_seconds(per_call)}), or convert them to a fixed-width dtype.")
     pays = max(1, math.ceil(start / saved))
-    cost = "more" if start > per_call else "less"
-    return (text + f" if the pool serves many calls: its start-up here ({format_seconds(start)}) cost {cost} "
-            f"than pickle's whole fan-out ({format_seconds(per_call)}), repaid from the {_ordinal(pays)} "
-            "fan-out (float64 here; object arrays pickle slower); or convert them to a "
+    return (text + f" if the pool serves many calls (its start-up, {format_seconds(start)}, was repaid from "
+            f"the {_ordinal(pays)} fan-out against pickle's here, on float64), or convert them to a "
             "fixed-width dtype.")
 
 
@@ -687,8 +670,7 @@ def noise_note(results: Sequence, short: bool = False) -> str:
     low, high = min(one, key=added.get), max(one, key=added.get)
     off = max(abs(added[name] - 1) for name in one) * done[one[0]].array_bytes
     if short:
-        return (f"Read them to the nearest whole array: the ways that map one copy read "
-                f"{format_arrays(added[low])} to {format_arrays(added[high])}, as other memory moves too.")
+        return "Other memory moves too: read them to the nearest whole array."
     text = (f"Read them to the nearest whole array: the ways that map one copy read "
             f"{format_arrays(added[low])} (`{low}`) to {format_arrays(added[high])} (`{high}`), up to "
             f"{format_bytes(off)} off, as the processes' other memory moves between the idle and the "
@@ -696,22 +678,6 @@ def noise_note(results: Sequence, short: bool = False) -> str:
     shm = {name: (done[name].shm_added_bytes or 0) / done[name].array_bytes for name in one}
     if any(added[name] < shm[name] - 0.02 for name in one):
         text += " (so PSS + can dip under shm +)"
-    return text + "."
-
-
-def unmeasured_note(results: Sequence, references: Sequence) -> str:
-    """Markdown: the ways whose memory this run did not measure (the table's footnote says why), with
-    what the reference at this run's size measured for them; "" when every way was measured."""
-    missing = [name for name, r in ran(results).items() if r.pss_added_bytes is None]
-    if not missing:
-        return ""
-    array_bytes = next(iter(ran(results).values())).array_bytes
-    same = next((r for r in references if r.size_bytes == array_bytes), None)
-    there = [f"`{name}` {format_arrays(same.pss_added[name])}" for name in missing
-             if same is not None and same.pss_added.get(name) is not None]
-    text = f"{_names(missing)}: not measured here (section 2's table says why)"
-    if there:
-        text += f"; the reference at {format_bytes(array_bytes)}: {', '.join(there)}"
     return text + "."
 
 
@@ -795,23 +761,11 @@ def server_copies(results: Sequence, references: Sequence, after_kept: bool = Fa
     return "; ".join(parts) + "."
 
 
-def memory_note(results: Sequence, references: Sequence) -> str:
-    """Plain text to read before the table's memory columns: what they count, ``noise_note``,
-    ``kept_buffers`` and ``unmeasured_note``."""
-    text = ("PSS + and shm +: what the tree's PSS and /dev/shm added while every worker held the array, "
-            "in arrays (+1.00: one more copy on the machine; ≈0: under 0.05; shm + is part of PSS +, not "
-            "on top of it).")
-    kept = kept_buffers(results, references)
-    server = server_copies(results, references, bool(kept))
-    more = " ".join(part for part in (noise_note(results), kept, server, unmeasured_note(results, references))
-                    if part).replace("`", "")
-    return textwrap.fill(f"{text} {more}".strip(), 100)
-
-
 def memory_what_to_see(results: Sequence, references: Sequence) -> str:
-    """Markdown for lesson 11's memory plot, every group and figure read from ``results``; the ways that
-    added more than their copies are named, with a pointer to the table's note (``memory_note``),
-    which says why."""
+    """Markdown for lesson 11's memory plot, every group and figure read from ``results``: the groups,
+    then why figures are read to the nearest whole array (``noise_note``, short), which ways added more
+    than their copies and why (``kept_buffers``, ``server_copies``); a way not measured is said in the
+    table's footnote. Shown collapsed until the exercise is answered: it gives its figures."""
     added, groups = added_arrays(results), memory_groups(results)
     if not added:
         return "*What to see:* no strategy's memory was measured in this run."
@@ -828,13 +782,9 @@ def memory_what_to_see(results: Sequence, references: Sequence) -> str:
     parts = [f"{names(group)} {_verb(groups[group], 'adds', 'add')}{text[3:]}" for group, text in said.items()
              if groups[group]]
     text = "*What to see* (arrays added): " + "; ".join(parts) + "."
-    server = [name for name in groups["per worker and one"] if _whole(added[name]) > n_workers + 1]
-    more = [*groups["more"], *server]  # a server's own copy plus one per worker is no more than its copies
-    if more:
-        listed = ", ".join(f"`{name}` ({format_arrays(added[name])})" for name in more)
-        text += (f" {listed} {_verb(more, 'holds', 'hold')} more than {_their(more)} copies: the note under "
-                 "section 2's table says more.")
-    return text
+    kept = kept_buffers(results, references)
+    more = [noise_note(results, short=True), kept, server_copies(results, references, bool(kept))]
+    return " ".join([text, *(part for part in more if part)])
 
 
 # The strategies whose round trip brings the result back pickled through a pipe (their mechanisms'
@@ -854,9 +804,6 @@ NOT_PER_TASK = {"joblib": "copies it once per call",
                 "memmap_disk": "copies nothing but maps the file afresh in every task",
                 "memmap_tmpfs": "copies nothing but maps the file afresh in every task",
                 "shared_memory": "copies nothing but maps the segment afresh in every task"}
-# Process ways that copy nothing per task and map the array once per worker: their fan-out over
-# threads' is what a process task costs beyond the sum (its dispatch, its reply, a wait for a CPU).
-MAPPED_ONCE = ("fork_cow", "sharedctypes")
 
 
 def _span(ratios: dict[str, float]) -> str:
@@ -917,8 +864,8 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None) -> str:
             f"longer than {listed(left_out)}, which {'does' if len(left_out) == 1 else 'do'}.")
     if "joblib" in intruders and joblib_dump is not None and joblib_dump < fan["joblib"]:
         text += (f" Its dump alone (`joblib.dump`) took {joblib_dump:.3g}×; the other "
-                 f"{fan['joblib'] - joblib_dump:.3g}× is the call: loky's dispatch, the dump's folder made "
-                 "and removed (lesson 06).")
+                 f"{fan['joblib'] - joblib_dump:.3g}× is loky's dispatch and the dump's folder made and "
+                 "removed (lesson 06).")
     return text
 
 
@@ -926,20 +873,18 @@ def _and(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + ", and " + parts[-1]
 
 
-def _fixed_cost(done: dict, fan: dict[str, float]) -> str:
-    """The sentence on what a process task costs beyond the sum: threads' fan-out beside the fastest
-    of ``MAPPED_ONCE`` (a process way that copies nothing)."""
-    mapped = [name for name in MAPPED_ONCE if name in fan]
-    if "threads" not in fan or not mapped:
+def _threads_round_trip(done: dict, fresh: float) -> str:
+    """The sentence on threads' round trip when it took longer than floor (b): nothing is sent, so
+    what it times is one thread making a new array, timed once (the row that varies most between
+    machines: lesson 11's comparison with the reference names it)."""
+    threads = done.get("threads")
+    if threads is None or threads.round_trip is None or threads.round_trip.median <= fresh:
         return ""
-    way = min(mapped, key=fan.__getitem__)
-    thread_s, way_s = done["threads"].fan_out.median, done[way].fan_out.median
-    if way_s <= thread_s:  # threads no faster on this run: the sentence would not hold
-        return ""
-    how = ", here more than the sum" if way_s > 2 * thread_s else ""
-    return (f" A process task also pays a dispatch, a reply and any wait for a CPU{how}: `threads` summed "
-            f"the array in {format_seconds(thread_s)}, `{way}`, which copies nothing, in "
-            f"{format_seconds(way_s)}.")
+    runs = len(threads.round_trip.runs)
+    timed = "timed once" if runs == 1 else f"the median of {runs} runs"
+    return (f" `threads`' round trip ({format_ratio(threads.round_trip.median / fresh)}× floor (b), {timed}) "
+            "sends nothing: a thread makes a new array (`array + 1`) in fresh pages, faulted in as floor "
+            "(b)'s, or reused ones; one run does not tell which.")
 
 
 def time_joblib_dump(array) -> Timing | None:
@@ -972,7 +917,8 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing], joblib_du
         return "*What to see:* too few strategies ran here to compare."
     slow_trips = sorted(trip, key=trip.__getitem__, reverse=True)[:len(RESULT_PICKLED_BACK)]
     return (f"*What to see* (× floor (a)): fan-outs span {_span(fan)}, round trips {_span(trip)}."
-            + _fixed_cost(done, fan) + " " + _round_trips_against_floor_b(trip, slow_trips, fresh / warm)
+            + " " + _round_trips_against_floor_b(trip, slow_trips, fresh / warm)
+            + _threads_round_trip(done, fresh) + late_start_markdown(results)
             + _hypothesis(fan, None if joblib_dump is None else joblib_dump.median / warm))
 
 
@@ -986,79 +932,84 @@ SENDS_LIKE_PICKLE = ("send_once",)
 # spawn: Pool() itself returned ~95 ms later per worker with 16 MiB than with 8 items, 1, 2 and 4
 # workers): the parent writes each worker's pickled copy into the pipe that starts it, which holds 64
 # KiB, so the write waits until that worker's interpreter has started and reads it.
-START_SERIAL = ("the parent's write of each copy into a worker's 64 KiB start-up pipe waits until that "
-                "worker has started and reads it, so the workers start one after another, not together")
+START_SERIAL = ("each copy waits in a worker's 64 KiB start-up pipe until that worker has started, so "
+                "the workers start one by one")
 NOTHING_SET_UP = 1e-4  # seconds: a setup under this made nothing (the array goes with every task)
-# Why ray.put can beat floor (b), one thread's copy into fresh pages: Ray's serializer copies a buffer
-# over 1 MiB with 6 threads (MEMCOPY_THREADS, ray/includes/serialization.pxi: parallel_memcopy), and
-# its store reuses pages an earlier object touched. Timed apart on a 2-core VM (16 MiB), puts into a
-# fresh store's pages took 1.1x to 1.6x floor (b), puts into reused pages 0.3x to 0.45x: the threads
-# alone do not beat fresh pages' faults there.
-RAY_COPY_THREADS = ("Ray's serializer copies a buffer over 1 MiB with 6 threads (parallel_memcopy), and "
-                    "its store reuses pages an earlier object touched, where floor (b) is one thread "
-                    "copying into fresh pages")
+# ray.put can beat floor (b), one thread's copy into a new segment: Ray's serializer copies a buffer over
+# 1 MiB with 6 threads (MEMCOPY_THREADS, ray/includes/serialization.pxi: parallel_memcopy) into its own
+# store. Timed apart on a 2-core VM (16 MiB), puts into a fresh store's pages took 1.1x to 1.6x floor
+# (b), puts into reused pages 0.3x to 0.45x: which pages a put got is not measured here, so the lesson
+# says only that Ray's copy is not floor (b)'s.
+RAY_PUT_DIFFERS = "Ray's own serializer and store copy it, not timed apart here"
+# A late pool's setup is the difference of two pool start-ups, each timed once.
+START_DIFFERENCE = "a difference of two start-ups timed once"
 
 
-def setup_note(results: Sequence, floors: tuple[Timing, Timing], references: Sequence = ()) -> str:
-    """Plain text reading the table's setup column (timed once), one line per kind of way: the copies
-    into a segment or file in multiples of floor (b); what stores it once elsewhere; each pool that
-    gets the array as it starts, its extra start-up over a pool started on a stand-in, what that holds
-    (with the reference's at this size), marked noise when it exceeds pickle's whole fan-out; the ways
+def setup_note(results: Sequence, floors: tuple[Timing, Timing]) -> str:
+    """Plain text, 100 columns, reading the table's setup column (timed once) below the table: the
+    copies into a segment or file in
+    multiples of floor (b); what stores it once elsewhere (ray.put's in floor (b) when under it); each
+    pool that gets the array as it starts, its extra start-up over a pool started on a stand-in, and
+    why (send_once's beyond pickle's whole fan-out: ``late_start_markdown``, in section 3); the ways
     that set up nothing."""
     from helpers.bench import strategies
 
     done = {name: r for name, r in ran(results).items() if r.setup_s is not None}
     if not done:
         return ""
-    fresh, array_bytes = floors[1].median, next(iter(done.values())).array_bytes
+    fresh = floors[1].median
     copy_in = [name for name in RESULT_WRITTEN_IN_PLACE if name in done]
     at_start = [name for name in done if strategies.STRATEGIES[name].mechanism.setup_is_start]
     rest = [name for name in done if name not in copy_in and name not in at_start]
     stored = [name for name in rest if done[name].setup_s >= NOTHING_SET_UP]
     nothing = [name for name in rest if name not in stored]
-    same = next((r for r in references if r.size_bytes == array_bytes), None)
     pickle = done.get("pickle") or ran(results).get("pickle")
     pickle_fan = pickle.fan_out.median if pickle is not None and pickle.fan_out is not None else None
 
-    def timed(names: list[str], setup: Callable[[str], float | None]) -> str:
-        return ", ".join(f"{name} {format_seconds(setup(name))}" for name in names if setup(name) is not None)
-
-    lines = []
-    if copy_in:
-        ratios = [done[name].setup_s / fresh for name in copy_in]
-        lines.append(f"a copy into a segment or file: {_range(ratios)} floor (b) ({', '.join(copy_in)})")
-    if stored:
-        lines.append(f"storing it once: {timed(stored, lambda name: done[name].setup_s)}")
-        ray_put = done["ray_object_store"].setup_s / fresh if "ray_object_store" in stored else None
-        if ray_put is not None and ray_put < 1:  # beat floor (b): say why it can
-            lines.append(f"ray_object_store: {format_ratio(ray_put)}× floor (b): {RAY_COPY_THREADS}")
-    for name in at_start:
+    def stored_once(name: str) -> str:
         text = f"{name} {format_seconds(done[name].setup_s)}"
-        if same is not None and same.setup_s.get(name) is not None:
-            text += f" (the reference at {format_bytes(array_bytes)}: {format_seconds(same.setup_s[name])})"
-        why = START_WHY.get(name)
+        ratio = done[name].setup_s / fresh
+        if name == "ray_object_store" and ratio < 1:  # beat floor (b): say what differs
+            text += f", {format_ratio(ratio)}× floor (b): {RAY_PUT_DIFFERS}"
+        return text
+
+    def started(name: str) -> str:
+        text, why = f"{name} {format_seconds(done[name].setup_s)}", START_WHY.get(name)
         if done[name].setup_s < NOTHING_SET_UP:  # no slower than the stand-in's start-up
-            text += ": its pool started no slower with the array than with an 8-item stand-in"
-            if why and name in SENDS_LIKE_PICKLE:
-                text += f"; two start-ups' difference, whose noise hid {why}"
-            elif why:
-                text += f": {why}"
-            lines.append(text)
-            continue
-        text += (": how much longer its pool took to start, until every worker ran a first task, with the "
-                 "array than with an 8-item stand-in" + (f" ({why})" if why else ""))
+            return text + f", no slower, {START_DIFFERENCE}" + (f" ({why})" if why else "")
         if name in SENDS_LIKE_PICKLE and pickle_fan is not None and done[name].setup_s > pickle_fan:
-            text += (f"; more than pickle's whole fan-out ({format_seconds(pickle_fan)}), which pickles as "
-                     "many copies: " + START_SERIAL)
-        lines.append(text)
+            fan_out = format_seconds(pickle_fan)
+            return text + f", more than pickle's whole fan-out ({fan_out}): section 3 says why"
+        if name in SENDS_LIKE_PICKLE:
+            return text + (f" ({why})" if why else "")
+        return text + f", {START_DIFFERENCE}" + (f" ({why})" if why else "")
+
+    sentences = []
+    if copy_in:
+        sentences.append(f"a copy into a segment or file took "
+                         f"{_range([done[name].setup_s / fresh for name in copy_in])} floor (b)")
+    sentences += [stored_once(name) for name in stored]
+    text = ("Setup (timed once): " + "; ".join(sentences) + ".") if sentences else ""
+    if at_start:
+        text += (" A late pool's setup is how much longer it took to start with the array than with the "
+                 "stand-in: " + "; ".join(started(name) for name in at_start) + ".")
     if nothing:
         most = max(done[name].setup_s for name in nothing)
-        lines.append(f"the rest set up nothing ({format_seconds(most)} at most)")
-    return "Setup (timed once):\n" + "\n".join(f"- {line}" for line in lines) + "."
+        text += f" The rest set up nothing ({format_seconds(most)} at most)."
+    return textwrap.fill(text.strip(), 100)
 
 
-def table_note(results: Sequence, floors: tuple[Timing, Timing], references: Sequence = ()) -> str:
-    """Plain text to read before lesson 11's table: ``memory_note``, then ``setup_note``, 100 columns."""
-    setup = [textwrap.fill(line, 100, subsequent_indent="  ") for line in
-             setup_note(results, floors, references).splitlines()]
-    return "\n".join([memory_note(results, references), *setup])
+def late_start_markdown(results: Sequence) -> str:
+    """Markdown: why a pool that pickles the array to each worker as it starts (``SENDS_LIKE_PICKLE``)
+    took longer to start than pickle's whole fan-out, which pickles as many copies; "" when it did not
+    (or either did not run)."""
+    done = ran(results)
+    pickle = done.get("pickle")
+    if pickle is None or pickle.fan_out is None:
+        return ""
+    slow = [name for name in SENDS_LIKE_PICKLE
+            if name in done and done[name].setup_s is not None and done[name].setup_s > pickle.fan_out.median]
+    return "".join(f" `{name}`'s setup ({format_seconds(done[name].setup_s)}, timed once) exceeds pickle's "
+                   "whole fan-out "
+                   f"({format_seconds(pickle.fan_out.median)}) of as many copies: " + START_SERIAL + "."
+                   for name in slow)

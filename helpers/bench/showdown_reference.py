@@ -177,15 +177,15 @@ def compare(results: Sequence, floors: tuple[Timing, Timing], reference: Referen
     return "\n".join(lines)
 
 
-def _ratios_here_over_there(results: Sequence, warm: float, reference: Reference) -> list[float]:
-    """Every fan-out and round trip that ran both here and there: (here / floor (a)) over the
-    reference's (its own floor (a))."""
-    ratios = []
+def _ratios_here_over_there(results: Sequence, warm: float, reference: Reference) -> dict[str, float]:
+    """Every fan-out and round trip that ran both here and there, named "<strategy>'s fan-out" or
+    "<strategy>'s round trip": (here / floor (a)) over the reference's (its own floor (a))."""
+    ratios = {}
     for r in results:
-        for timing, there in ((r.fan_out, reference.fan_out.get(r.name)),
-                              (r.round_trip, reference.round_trip.get(r.name))):
+        for what, timing, there in (("fan-out", r.fan_out, reference.fan_out.get(r.name)),
+                                    ("round trip", r.round_trip, reference.round_trip.get(r.name))):
             if timing is not None and there:
-                ratios.append(timing.median / warm / there)
+                ratios[f"`{r.name}`'s {what}"] = timing.median / warm / there
     return ratios
 
 
@@ -193,7 +193,7 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
                     ) -> str:
     """Markdown: floor (a) here and in the ``reference`` (time and rate), how many times faster one
     machine copies memory, and, row by row, this run's ratios over the reference's (the median and
-    the range); "" without a reference or a row run in both."""
+    the range, its ends named); "" without a reference or a row run in both."""
     if not isinstance(reference, Reference) or not results:
         return ""
     warm, size = floors[0].median, results[0].array_bytes
@@ -202,7 +202,8 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
         return ""
     speed = reference.floor_warm_s / warm * size / reference.size_bytes  # our copy rate over theirs
     faster = "faster" if speed >= 1 else "slower"
-    median = statistics.median(ratios)
+    median = statistics.median(ratios.values())
+    low, high = min(ratios, key=ratios.__getitem__), max(ratios, key=ratios.__getitem__)
     text = (f"Floor (a): {format_seconds(warm)} here ({format_rate(size / warm)}), "
             f"{format_seconds(reference.floor_warm_s)} on the reference's `{reference.host}` "
             f"({format_rate(reference.size_bytes / reference.floor_warm_s)}): this machine copies "
@@ -211,5 +212,5 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
         weighs = "more" if speed > 1 else "fewer"
         text += f"; a fixed cost (a task's start, a message) does not, so it weighs {weighs} floors (a) here"
     text += (f". Row by row, this run over the reference is {format_ratio(median)}× at the median "
-             f"({format_ratio(min(ratios))}× to {format_ratio(max(ratios))}×).")
+             f"({format_ratio(ratios[low])}×, {low}, to {format_ratio(ratios[high])}×, {high}).")
     return text

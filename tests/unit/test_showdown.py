@@ -80,18 +80,16 @@ def test_the_memory_paragraph_groups_what_this_run_measured():
                                                "per worker": ["send_once"], "per worker and one": ["manager"],
                                                "more": ["pickle"]}
     text = showdown.memory_what_to_see(results, [])
-    assert "manager" not in text  # +3.10: its own copy and one per reading worker, no more than its copies
-    assert text.endswith("`pickle` (+5.00) holds more than its copies: the note under section 2's table says "
-                         "more.")
+    # +3.10: its own copy and one per reading worker, no more than its copies, and said so
+    assert "`manager` (+3.10) holds its own copy plus one per reading worker, 3 here." in text
     assert "`send_once` (+2.01) adds one array per worker (2)" in text
-    assert "keeps the freed buffers" in " ".join(showdown.memory_note(results, []).split())  # says why
+    # says why, in the paragraph itself (rendered under the memory figure, not in the table's text block)
+    assert ("`pickle` (+5.00) holds more than its copies: a process that pickled or unpickled the array "
+            "keeps the freed buffers") in text
+    assert "section 2's table says more" not in text
     big = [StrategyResult(**{**vars(r), "array_bytes": 64 * MiB, "pss_added_bytes": r.pss_added_bytes * 16})
            for r in results]
-    assert "does not say why" in " ".join(showdown.memory_note(big, []).split())
-    note = showdown.memory_note(results, [])  # plain text, read before the table
-    assert note.startswith("PSS + and shm +:")
-    assert "pickle (+5.00) holds more than its copies" in " ".join(note.split())
-    assert "`" not in note and all(len(line) <= 100 for line in note.splitlines())
+    assert "does not say why" in showdown.memory_what_to_see(big, [])
     assert showdown.kept_buffers(results[:3], []) == ""  # none added more than its copies
     tmpfs = StrategyResult("memmap_tmpfs", strategies.STRATEGIES["memmap_tmpfs"].title, SIZE, 2, None,
                            setup_s=0.001, fan_out=_timing(0.01), teardown_s=0.01, pss_added_bytes=1.6 * SIZE,
@@ -122,26 +120,14 @@ def test_figures_are_read_to_the_nearest_whole_array_as_the_exercise_counts_them
                                                                                   "memmap_tmpfs"}
     text = showdown.memory_what_to_see(results, [])
     assert "`fork_cow` (≈0) adds nothing" in text and "-0.0" not in text
-    assert "Read them" not in text  # said once, in the table's note below (and by the exercise's cut)
-    note = " ".join(showdown.memory_note(results, []).split())
-    assert ("the ways that map one copy read +0.93 (sharedctypes) to +1.32 (memmap_tmpfs), up to "
-            "1.28 MiB off") in note and "(so PSS + can dip under shm +)" in note
+    assert "Other memory moves too: read them to the nearest whole array." in text
+    assert ("the ways that map one copy read +0.93 (`sharedctypes`) to +1.32 (`memmap_tmpfs`), up to "
+            "1.28 MiB off") in showdown.noise_note(results) and "(so PSS + can dip under shm +)" in \
+        showdown.noise_note(results)
     assert "which this run does not explain" not in text
     assert showdown.noise_note([_held("shared_memory", 1.01, 1.0)]) == ""  # nothing strayed
     assert [showdown_lesson.format_arrays(x) for x in (-0.2, 0.0, 0.049, 0.05, 1.0)] == [
         "≈0", "≈0", "≈0", "+0.05", "+1.00"]
-
-
-def test_a_way_whose_memory_was_not_measured_is_quoted_from_the_reference_at_this_size(tmp_path):
-    _write_reference(tmp_path, "vm-2026-11-23-strategies.json", SIZE, 0.1)  # every way added one array there
-    references = showdown_reference.load_every_size(tmp_path)
-    results = [_held("shared_memory", 1.0, 1.0), _held("pickle", 1.0), _held("ray_object_store", None)]
-    text = showdown.unmeasured_note(results, references)
-    assert text == ("`ray_object_store`: not measured here (section 2's table says why); the reference at "
-                    "4 MiB: `ray_object_store` +1.00.")
-    note = " ".join(showdown.memory_note(results, references).split())
-    assert "ray_object_store: not measured here" in note
-    assert showdown.unmeasured_note(results[:2], references) == ""
 
 
 def test_ray_put_runs_before_ray_by_value_so_that_the_shared_ray_instance_measures_it():
@@ -158,24 +144,26 @@ def test_the_setup_note_reads_the_column_by_what_each_way_does_before_a_task():
     results = [setup("pickle", 2e-6), setup("send_once", 0.5), setup("fork_cow", 2e-5),
                setup("shared_memory", 0.006), setup("memmap_disk", 0.012), setup("manager", 0.1)]
     text = showdown.setup_note(results, FLOORS)  # floor (b): 6 ms
-    assert text.startswith("Setup (timed once):\n- a copy into a segment or file: 1× to 2× floor (b) "
-                           "(memmap_disk, shared_memory)")
-    assert "\n- storing it once: manager 100 ms\n" in text
-    ray = showdown.setup_note([*results, setup("ray_object_store", 0.004)], FLOORS)
-    assert ("\n- ray_object_store: 0.67× floor (b): Ray's serializer copies a buffer over 1 MiB with 6 "
-            "threads") in ray
-    assert ("- send_once 500 ms: how much longer its pool took to start, until every worker ran a first "
-            "task, with the array than with an 8-item stand-in (the array pickled to each worker at "
-            "start); more than pickle's whole fan-out (10 ms), which pickles as many copies: the parent's "
-            "write of each copy") in text and "one after another" in text
-    assert ("- fork_cow 20 µs: its pool started no slower with the array than with an 8-item stand-in: fork "
-            "copies no page of it") in text
-    assert text.endswith("- the rest set up nothing (2 µs at most).")
+    flat = " ".join(text.split())
+    assert flat.startswith("Setup (timed once): a copy into a segment or file took 1× to 2× floor (b); "
+                           "manager 100 ms. A late pool's setup is how much longer it took to start with the "
+                           "array than with the stand-in: ")
+    ray = " ".join(showdown.setup_note([*results, setup("ray_object_store", 0.004)], FLOORS).split())
+    assert ("ray_object_store 4 ms, 0.67× floor (b): Ray's own serializer and store copy it, not timed apart "
+            "here.") in ray
+    assert "6 threads" not in ray and "pages an earlier object" not in ray  # neither is measured here
+    assert "`" not in text  # plain text, below the table
+    text = flat
+    assert "send_once 500 ms, more than pickle's whole fan-out (10 ms): section 3 says why" in text
+    assert "fork_cow 20 µs, no slower, a difference of two start-ups timed once (fork copies no page of it)" \
+        in text
+    slow_fork = showdown.setup_note([*results[:2], setup("fork_cow", 0.00273)], FLOORS)
+    assert "fork_cow 2.73 ms, a difference of two start-ups timed once (fork copies no page of it)" \
+        in " ".join(slow_fork.split())
+    assert " ".join(text.split()).endswith("The rest set up nothing (2 µs at most).")
     slower_pickle = [StrategyResult(**{**vars(results[0]), "fan_out": _timing(0.6)}), results[1]]
-    assert "one after another" not in showdown.setup_note(slower_pickle, FLOORS)  # 500 ms < 600 ms
-    note = showdown.table_note(results, FLOORS)
-    assert note.startswith("PSS + and shm +:") and "\nSetup (timed once):" in note
-    assert all(len(line) <= 100 for line in note.splitlines())
+    assert "section 3 says why" not in showdown.setup_note(slower_pickle, FLOORS)  # 500 ms < 600 ms
+    assert all(len(line) <= 100 for line in showdown.setup_note(results, FLOORS).splitlines())
 
 
 def test_a_way_whose_workers_map_one_copy_is_not_counted_as_a_copy_per_worker():
@@ -203,8 +191,8 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
             "`joblib` (800×), which copies it once per call, took longer than `ray_by_value` (5×), which "
             "does.") in showdown.time_what_to_see(late, FLOORS)
     # joblib's dump timed apart (12 ms: 12× floor (a)) splits its fan-out into the dump and the call
-    assert ("which does. Its dump alone (`joblib.dump`) took 12×; the other 788× is the call: loky's "
-            "dispatch, the dump's folder made and removed (lesson 06).") \
+    assert ("which does. Its dump alone (`joblib.dump`) took 12×; the other 788× is loky's dispatch and the "
+            "dump's folder made and removed (lesson 06).") \
         in showdown.time_what_to_see(late, FLOORS, _timing(0.012))
     threads = [*BLOG_LIKE[:-1], _result("ray_by_value", 0.005), _result("threads", 0.8)]
     assert ("`threads` (800×), which copies nothing per task, took longer than `ray_by_value` (5×), which "
@@ -216,12 +204,21 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
             "maps the file afresh in every task, took longer than `executor` (13×) and `ray_by_value` (5×), "
             "which do.") \
         in showdown.time_what_to_see(two, FLOORS)
-    # a process way that copies nothing, beside threads: what a process task costs beyond the sum
-    assert "A process task pays" not in text  # no threads here
-    fixed = [*BLOG_LIKE, _result("threads", 0.003)]
-    assert ("A process task also pays a dispatch, a reply and any wait for a CPU, here more than the sum: "
-            "`threads` summed the array in 3 ms, `fork_cow`, which copies nothing, in 10 ms.") \
-        in showdown.time_what_to_see(fixed, FLOORS)
+    # threads' round trip sends nothing: over floor (b) (6 ms) it is named, with what it times
+    slow_threads = [*BLOG_LIKE, _result("threads", 0.003, 0.0138)]
+    assert ("`threads`' round trip (2.3× floor (b), the median of 3 runs) sends nothing: a thread makes a "
+            "new array (`array + 1`) in fresh pages, faulted in as floor (b)'s, or reused ones") in \
+        showdown.time_what_to_see(slow_threads, FLOORS)
+    # send_once's start-up over pickle's whole fan-out (10 ms) is said with why
+    late = [*BLOG_LIKE, StrategyResult(**{**vars(_result("send_once", 0.003)), "setup_s": 0.281})]
+    assert ("`send_once`'s setup (281 ms, timed once) exceeds pickle's whole fan-out (500 ms)"
+            not in showdown.time_what_to_see(late, FLOORS))  # pickle's 500 ms fan-out: not exceeded
+    fast_pickle = [_result("pickle", 0.08, 0.1), *BLOG_LIKE[1:], late[-1]]
+    assert ("`send_once`'s setup (281 ms, timed once) exceeds pickle's whole fan-out (80 ms) of as many "
+            "copies: each copy waits in a worker's 64 KiB start-up pipe") in showdown.time_what_to_see(
+                fast_pickle, FLOORS)
+    assert "round trip sends nothing" not in showdown.time_what_to_see(
+        [*BLOG_LIKE, _result("threads", 0.003, 0.001)], FLOORS)
     in_place = [_result("sharedctypes", 0.01, 0.002), _result("threads", 0.01, 0.001)]
     assert "None of the slowest round trips pickles" in showdown.time_what_to_see(in_place, FLOORS)
 
@@ -322,7 +319,7 @@ def test_the_floors_sentence_says_which_machine_copies_faster_and_how_the_rows_c
     assert "this machine copies 2× faster" in text
     # fan-outs: 2× floor (a) there, 10× to 500× here; round trips: the same ratios in both (2×)
     assert "weighs more floors (a) here. Row by row, this run over the reference is 6× at the median" in text
-    assert "(2× to 250×)" in text
+    assert "(2×, `pickle`'s round trip, to 250×, `pickle`'s fan-out)" in text  # the first of the 2× ones
     assert showdown_reference.floors_markdown(BLOG_LIKE, FLOORS, "No reference") == ""
 
 
@@ -412,21 +409,19 @@ def test_the_guide_s_line_on_files_gives_the_measured_ratios():
     there = _column("reference (4 MiB)", SIZE, {"memmap_disk": 0.5, "memmap_tmpfs": 1.0})
     here = _column("this run (4 MiB)", SIZE, {"memmap_disk": 2.3, "memmap_tmpfs": 1.0})
     assert showdown.file_advice_markdown([here, there]) == (
-        "- **Data in a file:** a memmap of it where it lies (lesson 06); on the reference VM disk matched or "
-        "beat tmpfs (0.50× its time, section 5), this run 2.3×: measure yours.")
-    assert showdown.file_advice_markdown([here]).endswith("on disk or on tmpfs: measure yours.")
+        "- **Data in a file:** a memmap of it where it lies (lesson 06); disk or tmpfs (section 5 compares "
+        "them): measure yours.")
+    assert showdown.file_advice_markdown([]).endswith("on disk or on tmpfs: measure yours.")
 
 
-def test_the_guide_gives_the_executors_segments_beside_shared_memorys():
-    """Lesson 11's guide, below its exercise's check: the executor's copies per submit are read off
-    /dev/shm (its weakest evidence, a one-run fan-out ratio, is not used)."""
+def test_the_guide_gives_no_memory_figure_of_the_exercises_ways():
+    """Lesson 11's guide is shown open, answered or not: the executor's segments are said, not counted
+    (how many arrays it adds is the exercise's question)."""
     results = [_held("executor", 2.0, 2.0), _held("shared_memory", 1.0, 1.0)]
     text = showdown.guide_markdown(results, FLOORS, [])
-    assert ("The executor copies each array per submit into a segment of its own (/dev/shm held +2.00 "
-            "arrays of them, `shared_memory`'s +1.00): put an array many tasks read in a `SharedNDArray` "
-            "first (08).") in text
-    assert ("segment of its own: put an array many tasks read"
-            in showdown.guide_markdown(results[:1], FLOORS, []))
+    assert ("The executor copies each array per submit into a segment of its own: put an array many tasks "
+            "read in a `SharedNDArray` first (08).") in text
+    assert "+2.00" not in text and "+1.00" not in text
 
 
 def test_the_guide_says_from_which_fan_out_sending_once_pays_back():
@@ -437,10 +432,10 @@ def test_the_guide_says_from_which_fan_out_sending_once_pays_back():
                               fan_out=_timing(fan_out), teardown_s=0.01)
     text = showdown.object_arrays_advice([run("pickle", 0.0664, 1e-6), run("send_once", 0.00279, 0.241)])
     assert text.startswith("- **Object arrays:** no segment or file holds them (07); forked workers read")
-    assert ("once per worker (03) if the pool serves many calls: its start-up here (241 ms) cost more than "
-            "pickle's whole fan-out (66.4 ms), repaid from the 4th fan-out") in text
+    assert ("once per worker (03) if the pool serves many calls (its start-up, 241 ms, was repaid from the "
+            "4th fan-out against pickle's here, on float64)") in text
     cheap = showdown.object_arrays_advice([run("pickle", 0.0664, 1e-6), run("send_once", 0.00279, 0.01)])
-    assert "cost less than pickle's whole fan-out (66.4 ms), repaid from the 1st fan-out" in cheap
+    assert "was repaid from the 1st fan-out against pickle's here" in cheap
     slow = showdown.object_arrays_advice([run("pickle", 0.002, 1e-6), run("send_once", 0.003, 0.1)])
     assert "not faster here" in slow
     assert showdown.object_arrays_advice([]).endswith("(03) or convert them to a fixed-width dtype.")
