@@ -7,7 +7,8 @@ Python interpreter started with ``subprocess``, and the caller gets a ``ChildOut
 by-hand copy into a new segment (``copy_into_new_segment``), ``attach_and_hold_in_workers``, which
 holds workers idle and then attached, so the memory a shared array costs can be measured between
 two steady states, ``time_fan_out`` (where a fan-out of handles spends its time), and
-``EXERCISE``, the lesson's "Your turn". The shared table is in ``helpers.lessons.shared_memory_tables``.
+``EXERCISE``, the lesson's "Your turn" (which of ``attach_and_exit``'s children leave the segment).
+The shared table is in ``helpers.lessons.shared_memory_tables``.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ ATTACH_BY_HAND = """\
 import mmap, sys
 import numpy as np
 
-with open(f"/dev/shm/{sys.argv[1]}", "r+b") as file:  # the segment is this file; no tracker hears of it
+with open(f"/dev/shm/{sys.argv[1]}", "r+b") as file:  # the segment is this file
     mapping = mmap.mmap(file.fileno(), 0)
 view = np.ndarray((int(sys.argv[2]),), dtype=np.float64, buffer=mapping)
 print(float(view.sum()))
@@ -148,6 +149,7 @@ ATTACH_WAYS = {"stdlib": "SharedMemory(name=...)", "untracked": "SharedMemory(na
 CHILD_CODE = {"stdlib": ATTACH_WITH_STDLIB, "untracked": ATTACH_UNTRACKED, "by_hand": ATTACH_BY_HAND,
               "sharedarrays": ATTACH_WITH_SHAREDARRAYS}
 UNTRACKED_SINCE = (3, 13)  # SharedMemory's track parameter
+EXERCISE_WAYS = ("stdlib", "by_hand", "sharedarrays")  # the ways that behave alike on Python 3.8-3.13
 
 
 def attach_ways_here() -> list[str]:
@@ -156,14 +158,8 @@ def attach_ways_here() -> list[str]:
 
 
 def child_code_listing() -> str:
-    """The code each of ``attach_and_exit``'s children runs, for the page: the 'untracked' child as
-    the one line it changes in the 'stdlib' one, and whether this Python runs it."""
-    changed = next(line for line in ATTACH_UNTRACKED.splitlines() if "track=False" in line)
-    here = "runs here" if "untracked" in attach_ways_here() else f"not run on {sys.version.split()[0]}"
-    return (f"# child 'stdlib': {ATTACH_WAYS['stdlib']}\n{ATTACH_WITH_STDLIB}\n"
-            f"# child 'untracked' (Python 3.13+, {here}): the same, but\n{changed}\n\n"
-            f"# child 'by_hand': {ATTACH_WAYS['by_hand']}\n{ATTACH_BY_HAND}\n"
-            f"# child 'sharedarrays': {ATTACH_WAYS['sharedarrays']}\n{ATTACH_WITH_SHAREDARRAYS}")
+    """The code each of the exercise's children (``EXERCISE_WAYS``) runs, for the page."""
+    return "\n".join(f"# child '{way}': {ATTACH_WAYS[way]}\n{CHILD_CODE[way]}" for way in EXERCISE_WAYS)
 
 
 def attach_and_exit(handle: ArrayHandle, way: str) -> ChildOutcome:
@@ -345,35 +341,36 @@ def time_fan_out(pool, handle: ArrayHandle, bounds: list[tuple[int, int]], repea
     return FanOutTimes(Timing(tuple(walls)), tuple(last_tasks), min(firsts) / min(seconds), attach_only)
 
 
-def _check_growth_prediction(answer, n_workers: int, rss_arrays: float, pss_arrays: float,
-                             noise_arrays: float) -> str | None:
-    if not isinstance(answer, dict) or set(answer) != {"rss", "pss"} or not all(
-            isinstance(answer[key], int | float) for key in answer):
-        return "answer with a dict of two numbers, {'rss': ..., 'pss': ...}, in arrays"
-    if abs(answer["rss"] - rss_arrays) > 0.3 * rss_arrays + 0.3:
-        return (f"the RSS sum grew by {rss_arrays:.2f} arrays, not {answer['rss']!r}: RSS counts every "
-                f"page a process maps, shared or not, once in each of the {n_workers} workers")
-    predicted_pss = answer["pss"]
-    if abs(predicted_pss - pss_arrays) > 0.1 + noise_arrays or predicted_pss >= 0.5 * n_workers:
-        return (f"the tree's PSS grew by {pss_arrays:.2f} arrays, not {predicted_pss!r}: PSS divides each "
-                "page among the processes that map it, and these pages were already counted once")
+def _check_which_ways_keep(answer, kept: frozenset[str]) -> str | None:
+    if not isinstance(answer, set | frozenset | list | tuple) or not all(
+            way in EXERCISE_WAYS for way in answer):
+        return "answer with a set of way names among 'stdlib', 'by_hand' and 'sharedarrays', e.g. {'stdlib'}"
+    said = set(answer)
+    for way in EXERCISE_WAYS:
+        if way in said and way not in kept:
+            return (f"after the '{way}' child exited (code 0, it only close()d), our segment was gone: "
+                    "what did attaching register, and with which process?")
+        if way not in said and way in kept:
+            return f"the '{way}' child left our segment in /dev/shm: nothing it ran unlinks the name"
     return None
 
 
 EXERCISE = Exercise(
-    name="RSS and PSS when workers attach",
-    question=("N_WORKERS idle workers each attach the whole shared array and read every page. By how "
-              "many arrays does the tree's RSS sum grow, and by how many its PSS sum? Answer "
-              "{'rss': ..., 'pss': ...} in arrays (1.0 = the array's bytes; N_WORKERS is allowed)."),
-    check=_check_growth_prediction,
-    solution=lambda n_workers, **measured: {"rss": float(n_workers), "pss": 0.0},
-    explanation=("Each worker's RSS counts the whole segment, so the RSS sum grows by one array per "
-                 "worker; the pages were already resident and counted in this kernel's PSS, and PSS "
-                 "only divides them among more processes: the tree's sum hardly moves."),
-    misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
-        ({"rss": 1.0, "pss": 1.0}, "one shared array is counted once, by RSS as by PSS"),
-        ({"rss": 2.0, "pss": 2.0}, "PSS, like RSS, counts the whole segment in every worker that maps it"),
-        ({"rss": 2.0, "pss": 1.0}, "attaching the segment adds one more copy of the array to the tree"),
+    name="which children leave our segment",
+    question=("A fresh interpreter attaches our segment one of three ways ('stdlib': "
+              "SharedMemory(name=...), 'by_hand': open /dev/shm/<name> and mmap it, 'sharedarrays': "
+              "sharedarrays.shm.attach), sums it, close()s and exits with code 0. After which children "
+              "is our segment still in /dev/shm? Answer a set of those names (set() for none)."),
+    check=_check_which_ways_keep,
+    solution=lambda **measured: {"by_hand", "sharedarrays"},
+    explanation=("SharedMemory(name=...) registers the segment with the child's own resource tracker, "
+                 "which unlinks it when the child exits; mapping the file, by hand or through attach, "
+                 "tells no tracker."),
+    misconceptions=(
+        ({"stdlib", "by_hand", "sharedarrays"},
+         "only unlink() deletes a segment, and these children only close()"),
+        (set(), "a child's exit removes every segment it mapped"),
+        ({"stdlib"}, "the standard library's own class is the safe way; mapping the file yourself loses it"),
     ),
 )
 

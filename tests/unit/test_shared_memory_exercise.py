@@ -1,4 +1,4 @@
-"""Lesson 07's "Your turn" on a real measurement (spawned workers attaching a real segment): a wrong
+"""Lesson 07's "Your turn" on a real measurement (fresh interpreters attaching a real segment): a wrong
 prediction fails the check cell with a hint, the worked solution passes. Also the lesson's table
 demonstrations (helpers.lessons.shared_memory_tables), with real processes."""
 
@@ -14,8 +14,6 @@ from exercise_asserts import (
 )
 
 from helpers.lessons import shared_memory, shared_memory_tables
-from helpers.lessons.demos import increase
-from helpers.measure.memory import track_memory
 from helpers.measure.timing import Timing
 from helpers.measure.units import MiB
 from sharedarrays.shm import SharedNDArray
@@ -27,22 +25,22 @@ N_WORKERS, ARRAY_BYTES = 2, 16 * MiB
 
 @pytest.fixture(scope="module")
 def measured():
-    with SharedNDArray.copy_of(np.random.default_rng(1).random(ARRAY_BYTES // 8)) as shared:
-        with track_memory() as report:
-            shared_memory.attach_and_hold_in_workers(SPAWN, shared.handle, N_WORKERS, report,
-                                                     hold_seconds=1.0)
-    grew = increase(report, "workers idle", "workers attached")
-    return {"n_workers": N_WORKERS, "rss_arrays": grew["tree RSS sum"] / ARRAY_BYTES,
-            "pss_arrays": grew["tree PSS sum"] / ARRAY_BYTES, "noise_arrays": 8 * MiB / ARRAY_BYTES}
+    """Which of the exercise's children, each in a fresh interpreter, left our segment in /dev/shm."""
+    kept = set()
+    for way in shared_memory.EXERCISE_WAYS:
+        with SharedNDArray.copy_of(np.random.default_rng(1).random(1000)) as shared:
+            if shared_memory.attach_and_exit(shared.handle, way).segment_exists_after:
+                kept.add(way)
+    return {"kept": frozenset(kept)}
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    ({"rss": 1.0, "pss": 1.0}, "RSS sum grew by"),  # "one array, shared": RSS counts it per worker
-    ({"rss": N_WORKERS, "pss": N_WORKERS}, "PSS grew by"),  # "PSS also counts it per worker"
-    ({"rss": N_WORKERS, "pss": 1.0}, "PSS grew by"),  # "one more copy for the tree"
-    ({"rss": N_WORKERS}, "dict of two numbers"),
-    ({"rss": "N", "pss": 0}, "dict of two numbers"),
-    ([N_WORKERS, 0], "dict of two numbers"),
+    ({"stdlib", "by_hand", "sharedarrays"}, "our segment was gone"),  # "only unlink() deletes it"
+    (set(), "left our segment"),  # "an exit removes what the child mapped"
+    ({"stdlib"}, "our segment was gone"),
+    ({"by_hand"}, "'sharedarrays' child left our segment"),
+    ({"untracked", "by_hand"}, "set of way names"),
+    ("by_hand", "set of way names"),
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(shared_memory.EXERCISE, wrong, hint, monkeypatch, **measured)
@@ -156,7 +154,7 @@ def test_a_calls_fixed_cost_is_set_aside_per_row_and_added_back_for_the_whole_ta
 def test_the_posts_factor_is_worded_by_the_measured_times_per_row(times, says):
     text = shared_memory_tables.post_versions(fan_outs_of(*times), N_WORKERS)
     assert "tracemalloc on / off" in text or times[3] is None
-    scaling = ["the post ran 4, we 2", "2.09 s also counts starting"]
+    scaling = ["(we ran 2) the gap would be wider still", "2.09 s also counts starting"]
     assert all(said in text for said in says + scaling), text
 
 
