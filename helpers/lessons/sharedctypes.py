@@ -145,11 +145,6 @@ def init_worker(shared, barrier=None, dtype=None) -> None:
     _worker["barrier"] = barrier
 
 
-def sum_slice(start: int, stop: int) -> float:
-    """Sum ``[start:stop]`` of the worker's shared array (reads those pages, copies nothing)."""
-    return float(np.sum(_worker["array"][start:stop]))
-
-
 def _wait_for_peers() -> None:
     barrier = _worker["barrier"]
     if barrier is None:
@@ -177,6 +172,14 @@ def sum_whole_together(_=None) -> float:
     """Like ``pid_together``, one per worker, then sum the whole shared array (reads every page)."""
     _wait_for_peers()
     return float(np.sum(_worker["array"]))
+
+
+def sum_slice_together(bounds: tuple[int, int]) -> float:
+    """Wait until every worker holds one of these tasks (so none takes two), then sum
+    ``[start:stop]`` of the worker's shared array: reads those pages, copies nothing."""
+    _wait_for_peers()
+    start, stop = bounds
+    return float(np.sum(_worker["array"][start:stop]))
 
 
 def fill_argument(array: np.ndarray, value: float) -> float:

@@ -61,7 +61,7 @@ def test_pool_workers_read_the_array_they_received_in_their_initializer():
     bounds = [(0, view.size // 2), (view.size // 2, view.size)]
     with SPAWN.Pool(2, initializer=demo.init_worker, initargs=(shared, barrier)) as pool:
         pids = pool.map(demo.pid_together, range(2), chunksize=1)
-        slice_sums = pool.starmap(demo.sum_slice, bounds)
+        slice_sums = pool.map(demo.sum_slice_together, bounds, chunksize=1)
         whole_sums = pool.map(demo.sum_whole_together, range(2), chunksize=1)
         arenas = pool.map(demo.arena_together, range(2), chunksize=1)
         pool.close()
