@@ -405,15 +405,20 @@ def take_lock(timeout: float) -> str:
 EXERCISE_TOLERANCE = 0.25  # of the rows' footprint: how far a prediction may be from this run's figure
 
 
-def _check_private_fractions(answer, plain: float, frozen: float) -> str | None:
-    if (not isinstance(answer, Mapping) or set(answer) != {"plain", "frozen"}
+def _check_private_fractions(answer, plain: float, frozen: float, collect: float) -> str | None:
+    keys = {"plain", "frozen", "collect"}
+    if (not isinstance(answer, Mapping) or set(answer) != keys
             or not all(isinstance(v, int | float) for v in answer.values())):
-        return "answer with a dict of two numbers, {'plain': ..., 'frozen': ...}, in rows' footprints"
+        return ("answer with a dict of three numbers, {'plain': ..., 'frozen': ..., 'collect': ...}, "
+                "in rows' footprints")
     for key, measured, why in (
             ("plain", plain, "iterating names every row and every float, and each name adds 1 to a "
              "reference count stored in the object: a write, so the page is copied for the worker"),
             ("frozen", frozen, "gc.freeze() keeps the collector out of the frozen objects, but the loop "
-             "still writes every reference count")):
+             "still writes every reference count"),
+            ("collect", collect, "the worker names no row, but a collection writes into the header of "
+             "every object the collector tracks: the rows' lists, not their floats (it does not track "
+             "them)")):
         if abs(answer[key] - measured) > EXERCISE_TOLERANCE:
             return (f"{key!r}: each worker made {measured:.2f} of the rows' footprint private here, not "
                     f"{answer[key]!r}; {why}")
@@ -422,20 +427,28 @@ def _check_private_fractions(answer, plain: float, frozen: float) -> str | None:
 
 EXERCISE = Exercise(
     name="reading inherited objects",
-    question=("two separate sets of forked workers each iterate once over the inherited rows, summing "
-              "their numbers: the first set forked with the rows as they are ('plain'), the second forked "
-              "after gc.freeze() in the parent ('frozen'). What fraction of the rows' footprint (0: none, "
-              "1: all of it) does each worker make private? Answer {'plain': ..., 'frozen': ...}."),
+    question=("forked workers each iterate once over the inherited rows, summing their numbers: one set "
+              "forked with the rows as they are ('plain'), another forked after gc.freeze() in the parent "
+              "('frozen'); a third set, forked with the rows as they are, only runs gc.collect() and "
+              "touches no row ('collect'). What fraction of the rows' footprint (0: none, 1: all of it) "
+              "does each worker make private ('collect': beyond what a collection un-shares with no rows)? "
+              "Answer {'plain': ..., 'frozen': ..., 'collect': ...}."),
     check=_check_private_fractions,
-    solution=lambda plain, frozen: {"plain": 1.0, "frozen": 1.0},
+    solution=lambda plain, frozen, collect: {"plain": 1.0, "frozen": 1.0, "collect": 0.5},
     explanation=("Reading a Python object writes its reference count, so each worker copies nearly every "
-                 "page of the rows it touches; gc.freeze() does not stop that."),
+                 "page of the rows it touches, and gc.freeze() does not stop that; a collection touches "
+                 "no reference count but writes the header of every object it tracks: the rows' lists, "
+                 "about half their footprint."),
     misconceptions=(
-        ({"plain": 0.0, "frozen": 0.0},
+        ({"plain": 0.0, "frozen": 0.0, "collect": 0.0},
          "reading inherited objects copies nothing, as reading the inherited array does"),
-        ({"plain": 1.0, "frozen": 0.0},
+        ({"plain": 1.0, "frozen": 1.0, "collect": 0.0},
+         "fork copies any Python object a child touches, and nothing else"),
+        ({"plain": 1.0, "frozen": 0.0, "collect": 0.5},
          "gc.freeze() in the parent keeps the rows' pages shared"),
-        ({"plain": 1.0, "frozen": 0.6},
+        ({"plain": 1.0, "frozen": 0.6, "collect": 0.5},
          "gc.freeze() spares part of the copy: the collector's share of the writes"),
+        ({"plain": 1.0, "frozen": 1.0, "collect": 1.0},
+         "a collection writes into every object, the floats too"),
     ),
 )

@@ -40,19 +40,17 @@ def process_table(held: Mapping[int, ProcessMemory]) -> str:
 
 def growth_table(fans: Mapping[str, FanOut], unit_bytes: int) -> str:
     """A text table, one row per fan-out: what the tree's RSS and PSS grew by while the workers
-    held, the parent's and the workers' USS then, and what each worker's task made private (its
-    USS growth), in bytes and in ``unit_bytes``."""
+    held, and what each worker's task made private (its USS growth), in bytes and in
+    ``unit_bytes`` ("<0.01" below a hundredth)."""
 
     def cell(n_bytes: float) -> str:
-        return f"{format_bytes(n_bytes)} ({n_bytes / unit_bytes:.2f})"
+        share = n_bytes / unit_bytes
+        return f"{format_bytes(n_bytes)} ({'<0.01' if abs(share) < 0.005 else f'{share:.2f}'})"
 
-    rows = [("fan-out", "tree RSS growth", "tree PSS growth", "parent's USS now", "workers' USS now",
-             "each worker's task made private")]
+    rows = [("fan-out", "tree RSS growth", "tree PSS growth", "each worker's task made private")]
     for name, fan in fans.items():
         tasks = ", ".join(cell(w.uss_growth) for w in fan.workers)
-        mine = fan.held[os.getpid()].uss
-        rows.append((name, *(cell(v) for v in (fan.growth("rss"), fan.growth("pss"), mine,
-                                                fan.private_to_workers())), tasks))
+        rows.append((name, cell(fan.growth("rss")), cell(fan.growth("pss")), tasks))
     return _table(rows)
 
 

@@ -1,6 +1,7 @@
 """Lesson 04's "Your turn" on a real measurement (forked workers iterating over inherited rows, as is
 and after gc.freeze(), their USS read from /proc): a wrong prediction fails the check cell with a
-hint, the worked solution passes."""
+hint, the worked solution passes. 'collect' is a worker's gc.collect() with the rows, beyond one
+with the rows freed."""
 
 import numpy as np
 import pytest
@@ -24,20 +25,30 @@ def measured():
     rows = fork_copy_on_write.rows_of_floats(array, ARRAY_BYTES // 256)
     size = fork_copy_on_write.footprint(rows)
     with fork_copy_on_write.installed(rows=rows):
-        plain = fork_copy_on_write.fan_out("fork", "iterate inherited rows", N_WORKERS)
+        fans = {"plain": fork_copy_on_write.fan_out("fork", "iterate inherited rows", N_WORKERS),
+                "collect": fork_copy_on_write.fan_out("fork", "collect garbage", N_WORKERS)}
         with fork_copy_on_write.frozen_gc():
-            frozen = fork_copy_on_write.fan_out("fork", "iterate inherited rows", N_WORKERS)
-    return {name: float(np.mean([w.uss_growth for w in fan.workers])) / size
-            for name, fan in (("plain", plain), ("frozen", frozen))}
+            fans["frozen"] = fork_copy_on_write.fan_out("fork", "iterate inherited rows", N_WORKERS)
+    del rows
+    no_rows = fork_copy_on_write.fan_out("fork", "collect garbage", N_WORKERS)
+    share = {name: float(np.mean([w.uss_growth for w in fan.workers])) / size for name, fan in fans.items()}
+    share["collect"] -= float(np.mean([w.uss_growth for w in no_rows.workers])) / size
+    return share
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    ({"plain": 0.0, "frozen": 0.0}, "'plain'.*reference count"),  # "nothing is copied, as with the array"
-    ({"plain": 1.0, "frozen": 0.0}, "'frozen'.*gc.freeze"),  # "gc.freeze() keeps the rows shared"
-    ({"plain": 5.0, "frozen": 5.0}, "'plain'"),  # "the whole parent is copied"
-    ({"plain": 1.0}, "dict of two numbers"),
-    ([1.0, 1.0], "dict of two numbers"),
-    ({"plain": "all", "frozen": 1.0}, "dict of two numbers"),
+    # "nothing is copied, as with the array"
+    ({"plain": 0.0, "frozen": 0.0, "collect": 0.0}, "'plain'.*reference count"),
+    # "gc.freeze() keeps the rows shared"
+    ({"plain": 1.0, "frozen": 0.0, "collect": 0.5}, "'frozen'.*gc.freeze"),
+    # "only what a child touches is copied"
+    ({"plain": 1.0, "frozen": 1.0, "collect": 0.0}, "'collect'.*header"),
+    # "a collection writes every object"
+    ({"plain": 1.0, "frozen": 1.0, "collect": 1.0}, "'collect'.*floats"),
+    ({"plain": 5.0, "frozen": 5.0, "collect": 5.0}, "'plain'"),  # "the whole parent is copied"
+    ({"plain": 1.0, "frozen": 1.0}, "dict of three numbers"),
+    ([1.0, 1.0, 0.5], "dict of three numbers"),
+    ({"plain": "all", "frozen": 1.0, "collect": 0.5}, "dict of three numbers"),
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(fork_copy_on_write.EXERCISE, wrong, hint, monkeypatch, **measured)
