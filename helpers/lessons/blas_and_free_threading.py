@@ -127,11 +127,13 @@ def blas_conclusion(runs: dict[tuple[int, int | None], BlasRun], n_workers: int,
                "last working thread can wait for a CPU until the scheduler takes one from a spinner"
                if blas_library() == "openblas" else
                "A product waits for its pool's last thread, which often had to wait for a CPU")
-        verdict = why + (f". {control}: a pool that size cost little or nothing by itself."
+        verdict = why + ((f". {control}: alone, a pool that size helped." if alone < 0.9 else
+                          f". {control}: a pool that size cost little or nothing by itself.")
                          if has_control else ".")
     if max(on_medians / ratio, ratio / on_medians) >= 1.5:
-        spread = (f" on fastest runs, **{on_medians:.2g}×** on medians: the oversubscribed runs were also "
-                  f"{'erratic' if on_medians > ratio else 'steadier'} "
+        spread = (f" on fastest runs, **{on_medians:.2f}×** on medians: "
+                  + ("the oversubscribed runs were also erratic" if on_medians > ratio else
+                     "the limited runs were the erratic ones") + " "
                   f"(IQR {format_seconds(unlimited.timing.iqr)} against "
                   f"{format_seconds(limited.timing.iqr)} limited).")
     else:
@@ -143,8 +145,8 @@ def blas_conclusion(runs: dict[tuple[int, int | None], BlasRun], n_workers: int,
                     "the work: "
                     + ("they ran at once." if took <= 0.75 * n_workers else
                        "the limit removed the loss, but they did not run at once here"
-                       + (f" (our threads waited for a CPU {limited.waited_for_cpu:.2f} at once, on average)."
-                          if limited.waited_for_cpu >= 0.25 else ".")))
+                       + (f" (the tree's threads waited for a CPU {limited.waited_for_cpu:.2f} at once, "
+                          "on average)." if limited.waited_for_cpu >= 0.25 else ".")))
     return (f"**Conclusion.** As BLAS sized them, the {n_workers} workers' pools had "
             f"{describe_pools(unlimited.pool_sizes)}: {total} threads for {usable_cpus} usable CPU(s). The "
             f"unlimited fan-out took **{ratio:.2f}×** the time of the limited one{spread} "

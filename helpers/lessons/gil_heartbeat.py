@@ -108,17 +108,23 @@ class Heartbeat:
             before, waited = now, waited_now
 
 
-def gil_probe(name: str, fn: Callable, *args, seconds: float = 0.25, tick: float = 0.001) -> GilProbe:
-    """Call ``fn(*args)`` in a thread, again and again for at least ``seconds``, while a
-    ``Heartbeat`` runs in another; the share of the time the heartbeat woke on time is the share of
-    the call during which other Python threads could run. The switch interval is
-    ``PROBE_SWITCH_INTERVAL`` meanwhile, and set back after."""
+def gil_probe(name: str, fn: Callable, *args, seconds: float = 0.25, tick: float = 0.001,
+              min_heartbeats: int = 10, max_seconds: float = 5.0) -> GilProbe:
+    """Call ``fn(*args)`` in a thread, again and again for at least ``seconds`` and until the
+    heartbeat woke ``min_heartbeats`` times (a call that holds the GIL lets it wake only every
+    few switch intervals; at most ``max_seconds`` in all), while a ``Heartbeat`` runs in another;
+    the share of the time the heartbeat woke on time is the share of the call during which other
+    Python threads could run. The switch interval is ``PROBE_SWITCH_INTERVAL`` meanwhile, and set
+    back after."""
     calls = 0
+    heartbeat: Heartbeat | None = None
 
     def call_repeatedly() -> None:
         nonlocal calls
-        end = time.perf_counter() + seconds
-        while calls == 0 or time.perf_counter() < end:
+        start = time.perf_counter()
+        end, last = start + seconds, start + max(seconds, max_seconds)
+        while (calls == 0 or (now := time.perf_counter()) < end
+               or (heartbeat.ticks < min_heartbeats and now < last)):
             fn(*args)
             calls += 1
 

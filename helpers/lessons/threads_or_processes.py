@@ -31,7 +31,9 @@ from helpers.measure.units import format_bytes, format_seconds
 
 THREADS, PROCESSES = "threads", "processes"
 TASK_LABELS = {"sum_numpy": "NumPy sum", "sum_python": "Python loop",
-               "sum_own_chunk": "NumPy sum, nothing sent"}
+               "sum_own_chunk": "NumPy sum, nothing sent",
+               "sum_own_chunk_python": "Python loop, nothing sent"}
+OWN_CHUNK = {"sum_numpy": "sum_own_chunk", "sum_python": "sum_own_chunk_python"}  # each sum's control
 PARENT = "parent"  # the role ``MemoryReport.name_roles`` gives this process
 READY_TIMEOUT = 120.0  # seconds every worker gets to receive its chunk and read it
 MAX_RUNS = 100  # timed runs of one quick measurement at most (``timed_runs``)
@@ -56,13 +58,24 @@ def sum_python(chunk: np.ndarray) -> float:
 _own_chunks: dict[int, np.ndarray] = {}  # a worker's own random numbers, by length
 
 
-def sum_own_chunk(n_items: int) -> float:
-    """``sum_numpy`` of ``n_items`` random numbers this worker made itself (once): the same work
-    with nothing to receive, what N processes can do at once on this machine now."""
+def _own_chunk(n_items: int) -> np.ndarray:
+    """``n_items`` random numbers this worker made itself, once."""
     if n_items not in _own_chunks:
         _own_chunks.clear()
         _own_chunks[n_items] = np.random.default_rng(n_items).random(n_items)
-    return sum_numpy(_own_chunks[n_items])
+    return _own_chunks[n_items]
+
+
+def sum_own_chunk(n_items: int) -> float:
+    """``sum_numpy`` of ``n_items`` random numbers this worker made itself (once): the same work
+    with nothing to receive, what N processes can do at once on this machine now."""
+    return sum_numpy(_own_chunk(n_items))
+
+
+def sum_own_chunk_python(n_items: int) -> float:
+    """``sum_python`` of ``n_items`` numbers this worker made itself: the Python loop on processes
+    with nothing to receive, what a GIL per process buys once the chunk is shared, not sent."""
+    return sum_python(_own_chunk(n_items))
 
 
 def split(array: np.ndarray, n: int) -> list[np.ndarray]:
@@ -179,22 +192,24 @@ def measure_scaling(kind: str, task: Callable[[np.ndarray], float], array: np.nd
 
 
 def measure_scaling_without_sending(n_items: int, counts: list[int], context, repeat: int = 5,
-                                    budget_s: float = 10.0) -> Scaling:
+                                    budget_s: float = 10.0,
+                                    task: Callable[[int], float] = sum_own_chunk) -> Scaling:
     """Like ``measure_scaling(PROCESSES, sum_numpy, ...)`` on ``n_items`` numbers, but each worker
-    sums ``n_items / n`` numbers it already holds (``sum_own_chunk``): the control that says
-    whether this machine had ``n`` CPUs free for the work, with no GIL and no sending involved."""
+    sums ``n_items / n`` numbers it already holds (``task``: ``sum_own_chunk``, or
+    ``sum_own_chunk_python`` for the Python loop): the control that says whether this machine had
+    ``n`` CPUs free for the work, with no GIL and no sending involved."""
     def check(total) -> None:
         if not total > 0:
             raise AssertionError(f"a sum of random numbers in [0, 1) came out as {total}")
 
     with ExitStack() as pools:
-        calls = {n: partial(fan_out, pools.enter_context(executor(PROCESSES, n, context)), sum_own_chunk,
+        calls = {n: partial(fan_out, pools.enter_context(executor(PROCESSES, n, context)), task,
                             [n_items // n + (i < n_items % n) for i in range(n)])  # split's chunk lengths
                  for n in counts}
         waited, start = tree_cpu_wait_seconds(), time.perf_counter()
         timings = timed_rounds(calls, check, repeat, budget_s * len(counts))
         waited_for_cpu = (tree_cpu_wait_seconds() - waited) / (time.perf_counter() - start)
-    return Scaling(PROCESSES, sum_own_chunk.__name__, timings, waited_for_cpu, n_items * 8)  # float64
+    return Scaling(PROCESSES, task.__name__, timings, waited_for_cpu, n_items * 8)  # float64
 
 
 # --- Workers that hold their chunk while the memory sampler watches -------------------------------
@@ -306,11 +321,15 @@ def unpickling_spikes(report, before: str, state: str, chunk_bytes: int) -> list
 
 
 def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tuple[str, str], bool],
-                       usable_cpus: int, free_threaded: bool, array_bytes: int, python_bytes: int) -> str:
+                       usable_cpus: int, free_threaded: bool, array_bytes: int, python_bytes: int,
+                       wait_limit: float | None = None) -> str:
     """Section 1's conclusion in Markdown, from the fan-outs ``by`` (kind, task) and whether each judged
     speed-up was measured with CPUs to spare (``calm``): speed-ups on fastest runs and on medians, what
-    one process pays to receive its chunk, and the share of NumPy's processes' time spent sending."""
+    one process pays to receive its chunk, and the share of NumPy's processes' time spent sending.
+    The control counts as proof of free CPUs only while the tree's threads waiting for a CPU stayed
+    at most ``wait_limit`` at once on average (default: a quarter of the workers)."""
     n = max(next(iter(by.values())).timings)
+    wait_limit = n / 4 if wait_limit is None else wait_limit
     up = {key: s.speed_ups()[n] for key, s in by.items()}
     up_median = {key: s.speed_ups("median")[n] for key, s in by.items()}
     fastest = {key: s.timings[n].min for key, s in by.items()}
@@ -325,9 +344,9 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
 
     def waited(key):  # why a speed-up is not judged on this run, if it is not
         return ("" if calm.get(key, True) else
-                f"; not judged: our threads waited for a CPU {by[key].waited_for_cpu:.2f} at once")
+                f"; not judged: CPU wait {by[key].waited_for_cpu:.2f}")
 
-    noisy = ("; summing from memory is sensitive to the other core's traffic"
+    noisy = ("; summing from memory is noisy"
              if up_median[threads_np] < 0.9 * up[threads_np] else "")
     feeder = "the pool's one *feeder thread* pickles the chunks and sends them one after another"
     late = (f", less than the control's {up[control]:.2f}×: {feeder}, so each worker starts only once the "
@@ -341,16 +360,23 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
             f"({up_median[processes_py]:.2f}× on medians{waited(processes_py)}){late}. "
             f"They {'took longer than' if slower else 'took less time than'} the threads "
             f"({format_seconds(fastest[processes_py])} against {format_seconds(fastest[threads_py])}): "
-            f"one process, which first receives its chunk, took {behind:.2f}× one thread's time "
-            f"({format_seconds(one[processes_py])} against {format_seconds(one[threads_py])}), "
+            f"one process, which first receives its chunk, took {behind:.2f}× one thread's time, "
             + ((f"and the threads still gained {up[threads_py]:.2f}×." if behind <= up[processes_py] else
                 f"more than the {up[processes_py]:.2f}× that {n} workers won back.")
                if slower else f"and {n} workers won that back."))
+    control_wait = by[control].waited_for_cpu
+    if usable_cpus >= n >= 2 and control_wait > wait_limit:
+        cpus = (f"sped up {up[control]:.2f}× on fastest runs, {up_median[control]:.2f}× on medians (CPU "
+                f"wait {control_wait:.2f}, over the {wait_limit:.2f} limit): "
+                + ("the second CPU was" if n == 2 else f"the {n} CPUs were")
+                + " free only part of the time.")
+    elif usable_cpus >= n >= 2 and up[control] >= 0.75 * n:
+        cpus = f"sped up {up[control]:.2f}×: the {n} CPUs were really there."
+    else:
+        cpus = f"sped up {up[control]:.2f}×: this machine had no room for {n} workers at once."
     return "\n".join([
-        f"**Conclusion.** {n} workers on {usable_cpus} usable CPU(s); the control, processes with nothing to "
-        f"send, sped up {up[control]:.2f}×: "
-        + (f"the {n} CPUs were really there." if usable_cpus >= n >= 2 and up[control] >= 0.75 * n
-           else f"this machine had no room for {n} workers at once.")
+        f"**Conclusion.** {n} workers on {usable_cpus} usable CPU(s); NumPy's control, processes with "
+        f"nothing to send, {cpus}"
         + (" **On this run processes beat threads at neither sum.**" if slower and send_cost > 1 else ""),
         "",
         f"- **NumPy, threads:** **{up[threads_np]:.2f}×** as fast as one (fastest runs; "
@@ -367,23 +393,47 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     ])
 
 
-def verdict(by: Mapping[tuple[str, str], Scaling]) -> str:
+def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = None) -> str:
     """The lesson's first takeaway in Markdown: which kind of worker won each sum on this run (fastest
-    runs of the most workers measured), and when processes pay off."""
+    runs of the most workers measured), and, per sum, whether processes that were sent nothing (its
+    control, ``OWN_CHUNK``) beat the threads, and what receiving the chunk cost one process."""
     n = max(next(iter(by.values())).timings)
+    limit = n / 4 if wait_limit is None else wait_limit  # a control that waited more ran no fair race
     fastest = {key: s.timings[n].min for key, s in by.items()}
     times = {task: (fastest[THREADS, task], fastest[PROCESSES, task]) for task in ("sum_numpy", "sum_python")}
     said = {task: f"{format_seconds(t)} against {format_seconds(p)}" for task, (t, p) in times.items()}
     if all(t <= p for t, p in times.values()):
-        return (f"**On this run threads won both sums** ({n} workers, fastest runs, threads against "
-                f"processes): NumPy's {said['sum_numpy']}, the Python loop's {said['sum_python']}. "
-                "Processes pay off only with more Python work per byte, or more CPUs, or once the array "
-                "is shared, not sent (lessons 04 to 08).")
-    won = [f"{TASK_LABELS[task]} ({format_seconds(p)} against {format_seconds(t)} on threads)"
-           for task, (t, p) in times.items() if p < t]
-    return (f"**On this run processes won** on {n} workers: {' and '.join(won)}; threads won the rest. "
-            "Processes pay off where there is Python work to split, and more so once the array is shared "
-            "instead of sent (lessons 04 to 08).")
+        head = (f"**On this run threads won both sums** ({n} workers, fastest runs, threads first): NumPy's "
+                f"{said['sum_numpy']}, the Python loop's {said['sum_python']}.")
+    else:
+        won = [f"{TASK_LABELS[task]} ({format_seconds(p)} against {format_seconds(t)} on threads)"
+               for task, (t, p) in times.items() if p < t]
+        head = f"**On this run processes won** on {n} workers: {' and '.join(won)}; threads won the rest."
+    per_sum = []
+    for task, name in (("sum_python", "the Python loop"), ("sum_numpy", "NumPy's sum")):
+        own = by.get((PROCESSES, OWN_CHUNK[task]))
+        if own is None:
+            continue
+        threads, unsent = fastest[THREADS, task], own.timings[n].min
+        one, one_unsent = by[PROCESSES, task].timings[1].min, own.timings[1].min
+        receiving = (f"; receiving the chunk cost one process about {format_seconds(one - one_unsent)} of "
+                     f"its {format_seconds(one)}" if task == "sum_python" and one > one_unsent else "")
+        wait = max(own.waited_for_cpu, by[THREADS, task].waited_for_cpu)
+        if wait > limit:  # either side waited for a CPU: no fair race
+            per_sum.append(f"For {name}, processes with nothing sent took {format_seconds(unsent)} against "
+                           f"the threads' {format_seconds(threads)}, but with a CPU wait of {wait:.2f}, "
+                           f"over the {limit:.2f} limit, this was no fair race{receiving}.")
+        elif unsent < 0.8 * threads:  # a clear win, not noise
+            per_sum.append(f"For {name}, processes win once the chunk is shared, not sent (lessons 04 to "
+                           f"08): sent nothing, {n} took {format_seconds(unsent)} against the threads' "
+                           f"{format_seconds(threads)}{receiving}.")
+        else:
+            per_sum.append(f"For {name}, even processes with nothing sent ({format_seconds(unsent)}) did "
+                           f"not clearly beat threads ({format_seconds(threads)}){receiving}.")
+    if not per_sum:
+        per_sum = ["Processes pay off where there is Python work to split, once the array is shared, "
+                   "not sent (lessons 04 to 08)."]
+    return " ".join([head, *per_sum])
 
 
 def plot_scaling(scalings: list[Scaling], usable_cpus: int):

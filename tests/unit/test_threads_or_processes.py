@@ -267,8 +267,24 @@ def test_the_conclusion_and_the_takeaway_say_who_won_each_sum():
     by = _scalings(7.6e-3)
     text = lesson.scaling_conclusion(by, {}, 2, False, 128 * 2**20, 4 * 2**20)
     assert "processes beat threads at neither sum" in text and "feeder thread" in text
-    assert "less than the control's" in text and "on medians; summing from memory" in text
+    assert "less than the control's" in text and "on medians; summing from memory is noisy" in text
     assert "threads won both sums" in lesson.verdict(by)
+    by[lesson.PROCESSES, "sum_own_chunk_python"] = lesson.Scaling(
+        lesson.PROCESSES, "sum_own_chunk_python", {1: _timing(7.2e-3, 6.9e-3), 2: _timing(3.8e-3, 3.5e-3)})
+    said = lesson.verdict(by)
+    assert "For the Python loop, processes win once the chunk is shared" in said  # 3.5 ms against 6.8 ms
+    assert "sent nothing, 2 took 3.5 ms against the threads' 6.8 ms" in said
+    assert "receiving the chunk cost one process about 3.6 ms of its 10.5 ms" in said
+    assert "even processes with nothing sent (4.1 ms) did not clearly beat threads (3.6 ms)." in said
+    own = by[lesson.PROCESSES, "sum_own_chunk"]
+    by[lesson.PROCESSES, "sum_own_chunk"] = lesson.Scaling(own.kind, own.task, own.timings, 1.42)
+    assert "with a CPU wait of 1.42, over the 0.50 limit, this was no fair race." in lesson.verdict(by, 0.5)
+    by[lesson.PROCESSES, "sum_own_chunk"] = own
+    control = by[lesson.PROCESSES, "sum_own_chunk"]
+    by[lesson.PROCESSES, "sum_own_chunk"] = lesson.Scaling(control.kind, control.task, control.timings, 0.73)
+    busy = lesson.scaling_conclusion(by, {}, 2, False, 128 * 2**20, 4 * 2**20, wait_limit=0.5)
+    assert "on medians (CPU wait 0.73, over the 0.50 limit)" in busy
+    assert "free only part of the time" in busy and "really there" not in busy
     faster = _scalings(3e-3)
     assert "processes won" in lesson.verdict(faster) and "Python loop (" in lesson.verdict(faster)
 
@@ -279,6 +295,8 @@ def test_the_blas_conclusion_gives_medians_where_they_differ_from_fastest_runs()
     runs = {(1, None): run(None, [2], 4.6e-3, 4.5e-3), (1, 1): run(1, [1], 5.5e-3, 5.3e-3),
             (2, None): run(None, [2, 2], 92e-3, 16.8e-3), (2, 1): run(1, [1, 1], 5.7e-3, 5.5e-3)}
     text = blas.blas_conclusion(runs, 2, 1, 2)
-    assert "**3.05×**" in text and "on fastest runs, **16×** on medians" in text and "erratic" in text
+    assert "alone, a pool that size helped" in text  # the control: 4.5 ms unlimited against 5.3 ms limited
+    assert "**3.05×**" in text and f"on fastest runs, **{92 / 5.7:.2f}×** on medians" in text
+    assert "erratic" in text
     runs[2, None] = run(None, [2, 2], 17.5e-3, 16.8e-3)
     assert "on fastest runs (3.07× on medians)" in blas.blas_conclusion(runs, 2, 1, 2)
