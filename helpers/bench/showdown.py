@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from helpers.lessons.showdown_lesson import ONE_ARRAY, format_arrays
+from helpers.measure import plots
 from helpers.measure.leftovers import TEMP_PREFIX
 from helpers.measure.timing import Timing
 from helpers.measure.units import format_bytes, format_ratio, format_seconds
@@ -209,20 +210,10 @@ def plot_memory(results: Sequence, ax=None):
 
 
 def memory_figure_markdown(results: Sequence) -> str:
-    """``plot_memory``'s figure as Markdown, a PNG inside an ``<img>`` tag (so that it can be shown
-    collapsed, as ``exercises.reveal`` shows text); the figure is closed, never displayed itself."""
-    import base64
-    import io
-
-    import matplotlib.pyplot as plt
-
+    """``plot_memory``'s figure as Markdown (``plots.figure_as_markdown``), so that it can be shown
+    collapsed, as ``exercises.reveal`` shows text."""
     figure = plot_memory(results).figure
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")  # as the inline backend draws
-    plt.close(figure)
-    png = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return (f'<img alt="{figure.axes[0].get_title()}: one bar per strategy, in arrays" '
-            f'src="data:image/png;base64,{png}">')
+    return plots.figure_as_markdown(figure, f"{figure.axes[0].get_title()}: one bar per strategy, in arrays")
 
 
 def _axes(ax, n_rows: int):

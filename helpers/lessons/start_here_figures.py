@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from helpers.measure import plots
 from helpers.measure.plots import plot_bars
 from helpers.measure.units import GiB, MiB, format_bytes
 
@@ -35,20 +36,10 @@ def plot_rss_and_pss(report):
 
 
 def rss_and_pss_markdown(report) -> str:
-    """``plot_rss_and_pss``'s figure as Markdown, a PNG inside an ``<img>`` tag, so that
-    ``exercises.reveal`` can show it collapsed; the figure is closed, never displayed itself."""
-    import base64
-    import io
-
-    import matplotlib.pyplot as plt
-
-    figure = plot_rss_and_pss(report)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")  # as the inline backend draws
-    plt.close(figure)
-    png = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return (f'<img alt="RSS (left) and PSS (right) of each process and of the tree, over time" '
-            f'src="data:image/png;base64,{png}">')
+    """``plot_rss_and_pss``'s figure as Markdown (``plots.figure_as_markdown``), so that
+    ``exercises.reveal`` can show it collapsed."""
+    return plots.figure_as_markdown(plot_rss_and_pss(report),
+                                    "RSS (left) and PSS (right) of each process and of the tree, over time")
 
 
 def plot_who_counts(growth: Mapping[str, float], array_bytes: int, n_workers: int):

@@ -71,3 +71,19 @@ def plot_lines(x: Sequence[float], series: Mapping[str, Sequence[float]], x_labe
     ax.set_title(title)
     ax.legend()
     return ax
+
+
+def figure_as_markdown(figure, alt: str) -> str:
+    """``figure`` as Markdown: a PNG inside an ``<img>`` tag, drawn as the inline backend draws it,
+    so that text shown collapsed (``exercises.reveal``) can hold it; the figure is closed, never
+    displayed itself."""
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    png = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img alt="{alt}" src="data:image/png;base64,{png}">'
