@@ -12,8 +12,12 @@ All times are wall-clock seconds of ``np.copyto`` of the caller's array (random 
   ``new_segment_with_creation`` (creation plus copy). The segment's name is unlinked right after
   it is mapped, so nothing is left in /dev/shm even if the copy is interrupted, and the unmap is
   not timed. A mechanism that puts the array into new shared memory pays about floor (b).
-- ``fresh_pages_copy``: one copy into new *private* anonymous pages (a new array's memory): what a
-  copy-based mechanism (pickling, a Manager) pays for the pages its copy lands in.
+- ``fresh_pages_copy``: one copy into new *private* anonymous pages of 4 KiB, the kind ``malloc``
+  gives a large buffer (a pickle's bytes): what a copy-based mechanism (pickling, a Manager) pays for
+  the pages its copy lands in. A large NumPy array is not always such memory: NumPy asks the kernel
+  for 2 MiB pages (``madvise(MADV_HUGEPAGE)``), and where transparent huge pages are on ("madvise"
+  or "always" in /sys/kernel/mm/transparent_hugepage/enabled) a copy into a new array faults 512
+  times fewer pages and can cost far less than this copy.
 """
 
 from __future__ import annotations
@@ -82,14 +86,17 @@ def new_segment_copy(source: np.ndarray) -> tuple[float, float]:
 
 
 def fresh_pages_copy(source: np.ndarray, repeat: int = 5) -> Timing:
-    """Seconds to copy ``source`` into new private anonymous pages (each run faults and zeroes them).
+    """Seconds to copy ``source`` into new private anonymous 4 KiB pages (each run faults and zeroes them).
 
-    The target is a new private mapping for every run (ordinary process memory, like a new
-    array's), so no allocator can hand back warm pages. One untimed warm-up run first.
+    The target is a new private mapping for every run (ordinary process memory, like a large
+    ``malloc``'s), so no allocator can hand back warm pages. It is advised *not* to use huge pages
+    (a new NumPy array asks for them: see the module). One untimed warm-up run first.
     """
     runs = []
     for _ in range(repeat + 1):
         region = mmap.mmap(-1, max(source.nbytes, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if hasattr(mmap, "MADV_NOHUGEPAGE"):  # 4 KiB pages even where huge pages are "always" on
+            region.madvise(mmap.MADV_NOHUGEPAGE)
         target = None
         try:
             target = np.frombuffer(region, dtype=source.dtype, count=source.size).reshape(source.shape)
