@@ -43,13 +43,15 @@ def fresh_array(n_bytes: int) -> np.ndarray:
     """A float64 array over a brand-new private anonymous mapping: none of its pages is resident yet.
 
     ``np.empty`` may hand back memory the allocator recycled (already resident, so already
-    faulted in); a new mapping never does. Private, as a new NumPy array's memory is (``mmap``'s
-    default, MAP_SHARED, would make it shared memory, whose first touch costs more), so a first
-    copy into it costs what ``copy_floors.fresh_pages_copy`` times. The mapping is released with
-    the last view of it.
+    faulted in); a new mapping never does. Private 4 KiB pages, as ``malloc`` gives a large buffer
+    (``mmap``'s default, MAP_SHARED, would make it shared memory, whose first touch costs more; no
+    huge pages, which a new NumPy array may get), so a first copy into it costs what
+    ``copy_floors.fresh_pages_copy`` times. The mapping is released with the last view of it.
     """
     n_items = max(1, n_bytes // 8)
     region = mmap.mmap(-1, n_items * 8, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # 4 KiB pages even where huge pages are "always" on
+        region.madvise(mmap.MADV_NOHUGEPAGE)
     return np.frombuffer(region, dtype=np.float64)
 
 
