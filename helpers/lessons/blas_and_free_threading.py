@@ -148,7 +148,8 @@ def blas_conclusion(runs: dict[tuple[int, int | None], BlasRun], n_workers: int,
                        + (f" (the tree's threads waited for a CPU {limited.waited_for_cpu:.2f} at once, "
                           "on average)." if limited.waited_for_cpu >= 0.25 else ".")))
     return (f"**Conclusion.** As BLAS sized them, the {n_workers} workers' pools had "
-            f"{describe_pools(unlimited.pool_sizes)}: {total} threads for {usable_cpus} usable CPU(s). The "
+            f"{describe_pools(unlimited.pool_sizes)}: {total} threads for {usable_cpus} usable "
+            f"CPU{'s' * (usable_cpus > 1)}. The "
             f"unlimited fan-out took **{ratio:.2f}×** the time of the limited one{spread} "
             f"{verdict}{parallel}")
 

@@ -154,8 +154,10 @@ class Scaling:
 
     @property
     def label(self) -> str:
-        """What was measured, in words: the task and the kind of worker ("Python loop, threads")."""
-        return f"{TASK_LABELS.get(self.task, self.task)}, {self.kind}"
+        """What was measured, in words: the task, the kind of worker and, where known, the bytes each
+        fan-out sums ("Python loop, threads, 4 MiB"): rows that sum different sizes do different work."""
+        size = f", {format_bytes(self.nbytes)}" if self.nbytes else ""
+        return f"{TASK_LABELS.get(self.task, self.task)}, {self.kind}{size}"
 
     def speed_ups(self, of: str = "min") -> dict[int, float]:
         """One worker's time over ``n`` workers' time, each the fastest run (``of="min"``: noise only
@@ -337,6 +339,8 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     threads_np, threads_py = (THREADS, "sum_numpy"), (THREADS, "sum_python")
     processes_np, processes_py = (PROCESSES, "sum_numpy"), (PROCESSES, "sum_python")
     control = (PROCESSES, "sum_own_chunk")  # processes with nothing to send
+    loop_control = (PROCESSES, OWN_CHUNK["sum_python"])  # the Python loop's own control, where measured
+    loop_control = loop_control if loop_control in by else control
     send_cost = fastest[processes_np] / fastest[threads_np]
     per_element = (one[threads_py] / python_bytes) / (one[threads_np] / array_bytes)
     slower = fastest[processes_py] > fastest[threads_py]
@@ -349,9 +353,10 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     noisy = ("; summing from memory is noisy"
              if up_median[threads_np] < 0.9 * up[threads_np] else "")
     feeder = "the pool's one *feeder thread* pickles the chunks and sends them one after another"
-    late = (f", less than the control's {up[control]:.2f}×: {feeder}, so each worker starts only once the "
-            "chunks before its own are sent"
-            if up[processes_py] < up[control] - 0.2 and calm.get(processes_py, True) else "")
+    whose = "its own control's" if loop_control != control else "NumPy's control's"
+    late = (f", less than {whose} {up[loop_control]:.2f}× (nothing sent): {feeder}, so each worker starts "
+            "only once the chunks before its own are sent"
+            if up[processes_py] < up[loop_control] - 0.2 and calm.get(processes_py, True) else "")
     loop = (f"- **Python loop:** threads **{up[threads_py]:.2f}×**"
             + ("" if free_threaded else ": they take turns")
             + (f" ({waited(threads_py)[2:]}; section 3's probe judges it)"
@@ -375,8 +380,8 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     else:
         cpus = f"sped up {up[control]:.2f}×: this machine had no room for {n} workers at once."
     return "\n".join([
-        f"**Conclusion.** {n} workers on {usable_cpus} usable CPU(s); NumPy's control, processes with "
-        f"nothing to send, {cpus}"
+        f"**Conclusion.** {n} workers on {usable_cpus} usable CPU{'s' * (usable_cpus > 1)}; NumPy's "
+        f"control, processes with nothing to send, {cpus}"
         + (" **On this run processes beat threads at neither sum.**" if slower and send_cost > 1 else ""),
         "",
         f"- **NumPy, threads:** **{up[threads_np]:.2f}×** as fast as one (fastest runs; "
@@ -424,9 +429,9 @@ def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = No
                            f"the threads' {format_seconds(threads)}, but with a CPU wait of {wait:.2f}, "
                            f"over the {limit:.2f} limit, this was no fair race{receiving}.")
         elif unsent < 0.8 * threads:  # a clear win, not noise
-            per_sum.append(f"For {name}, processes win once the chunk is shared, not sent (lessons 04 to "
-                           f"08): sent nothing, {n} took {format_seconds(unsent)} against the threads' "
-                           f"{format_seconds(threads)}{receiving}.")
+            per_sum.append(f"For {name}, processes that were sent nothing (each made its own numbers) won: "
+                           f"{n} took {format_seconds(unsent)} against the threads' {format_seconds(threads)}"
+                           f"{receiving}. Sharing the array (lessons 04 to 08) aims at that.")
         else:
             per_sum.append(f"For {name}, even processes with nothing sent ({format_seconds(unsent)}) did "
                            f"not clearly beat threads ({format_seconds(threads)}){receiving}.")
