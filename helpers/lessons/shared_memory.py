@@ -139,7 +139,7 @@ ATTACH_WITH_SHAREDARRAYS = """\
 import pickle, sys
 from sharedarrays.shm import attach
 
-with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as view:  # the same steps inside, and a handle
+with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as view:  # the handle: name, shape, dtype, strides
     print(float(view.sum()))
 """
 
@@ -382,7 +382,7 @@ def sum_segment_slice(name: str, n_items: int, start: int, stop: int) -> float:
     """Attach a stdlib ``SharedMemory`` segment by name, view ``n_items`` float64, sum ``[start:stop]``.
 
     The by-hand way: under spawn the worker shares its parent's resource tracker, so attaching
-    by name here neither unlinks nor warns (an unrelated process would: see helpers.lessons.shared_memory).
+    by name registers the segment with that shared tracker, which unlinks it when the parent's program ends.
     """
     segment = SharedMemory(name=name)
     try:
