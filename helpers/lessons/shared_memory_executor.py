@@ -19,6 +19,7 @@ import sys
 import textwrap
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -32,6 +33,7 @@ from helpers.measure import copy_floors
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.timing import Timing, rotated, stopwatch, time_it
+from sharedarrays.executor import SharedMemoryExecutor
 from sharedarrays.shm import SharedNDArray, handle_of, process_alive
 
 CHILD_TIMEOUT_SECONDS = 60.0
@@ -178,6 +180,38 @@ def time_new_results(executor, array: np.ndarray, repeat: int = 5, warmup: int =
         del result  # dropped here: its segment goes now
 
     return time_it(round_trip, repeat=repeat, warmup=warmup)
+
+
+def time_first_calls(executor, array: np.ndarray, repeat: int = 3) -> Timing:
+    """Seconds of ``repeat`` first calls of ``submit(echo, array).result()``: before each (untimed) the
+    pool unlinks its idle segments, so each call makes a new segment, as a size's first call does."""
+    pool = executor.segment_pool
+    created, firsts = pool.created, []
+    for _ in range(repeat):
+        pool.collect()  # file the segment the last call gave back as idle
+        pool.make_room(sys.maxsize)  # then unlink every idle segment
+        with stopwatch() as first:
+            executor.submit(workers.echo, array).result()
+        firsts.append(first.seconds)
+    if pool.created - created != repeat:
+        raise RuntimeError(f"{pool.created - created} of {repeat} first calls made a new segment")
+    return Timing(tuple(firsts))
+
+
+class NewResultParts(NamedTuple):
+    """What ``time_new_results``' calls are made of, timed apart: ``read``, a task through the same
+    executor that reads the whole argument and returns a float (a warm copy, the messages, the
+    worker's page faults on its mapping); ``compute``, ``array + 1`` in this process (a new array)."""
+
+    read: Timing
+    compute: Timing
+
+
+def time_new_result_parts(executor, array: np.ndarray, repeat: int = 5, warmup: int = 1) -> NewResultParts:
+    """``NewResultParts`` of ``array`` on ``executor``; the rest of an ``x + 1`` call, a new segment
+    for the result, made and unlinked, is ``copy_of`` and its release (``time_call_and_parts``)."""
+    read = time_it(lambda: executor.submit(workers.sum_array, array).result(), repeat=repeat, warmup=warmup)
+    return NewResultParts(read, time_it(lambda: array + 1, repeat=repeat, warmup=warmup))
 
 
 @dataclass(frozen=True)
@@ -398,51 +432,80 @@ FAN_OUT_WAYS = ("stdlib", "private", "shared")  # the exercise's keys: stdlib po
 # array, ours with the array already in a SharedNDArray
 
 
-def _check_fan_out_prediction(answer, n_workers: int, stdlib: float, private: float, shared: float,
-                              noise_arrays: float) -> str | None:
-    """None when ``answer`` predicts the tree PSS each fan-out added (in arrays), else a hint."""
-    if not isinstance(answer, dict) or set(answer) != set(FAN_OUT_WAYS) or not all(
-            isinstance(answer[key], int | float) and not isinstance(answer[key], bool) for key in answer):
-        return ("answer with a dict of three numbers, {'stdlib': ..., 'private': ..., 'shared': ...}, "
-                "in arrays")
-    # the stdlib: N_WORKERS copies, and this process may keep one more (the last task's pickled
-    # bytes), so N_WORKERS + 1 passes too; ours with a private array: one segment per submit, nothing more
-    upper = {"stdlib": 1.5 * max(stdlib, n_workers) + noise_arrays,
-             "private": max(private, n_workers) + 0.5 + noise_arrays}  # N + 1 stays out (strictly below)
-    for way, grew in (("stdlib", stdlib), ("private", private)):
-        within = answer[way] <= upper[way] if way == "stdlib" else answer[way] < upper[way]
-        if not (0.75 * n_workers <= answer[way] and within):
-            extra = ("" if way == "stdlib" else
-                     "; ours keeps no pickled bytes, so nothing is added beyond one segment per submit")
-            return (f"with {way!r} the tree's PSS grew by {grew:.1f} arrays, not {answer[way]!r}: "
-                    f"each of the {n_workers} tasks got its own copy of a private array{extra}")
-    if answer["shared"] > 0.25 + noise_arrays:
-        return (f"with 'shared' the tree's PSS grew by {shared:.2f} arrays, not {answer['shared']!r}: "
-                "every task got the same handle, and the workers map pages that were already counted once")
+def fan_outs(context, n_tasks: int, array: np.ndarray, **executor_kwargs) -> dict[str, FanOutMemory]:
+    """``fan_out_memory`` of ``array`` to ``n_tasks`` tasks (one per worker), each way of
+    ``FAN_OUT_WAYS``: a stdlib pool, ours with ``array`` private, ours with a ``SharedNDArray`` copy
+    of it made before the measurement (so that copy is not counted)."""
+    fans = {"stdlib": fan_out_memory(ProcessPoolExecutor, context, n_tasks, array),
+            "private": fan_out_memory(SharedMemoryExecutor, context, n_tasks, array, **executor_kwargs)}
+    with SharedNDArray.copy_of(array) as shared:
+        fans["shared"] = fan_out_memory(SharedMemoryExecutor, context, n_tasks, shared.array,
+                                        **executor_kwargs)
+    return fans
+
+
+def _predicted(answer, n: int) -> dict | None:
+    """``answer(n)`` when it is a dict of the three ways' numbers, else None."""
+    try:
+        value = answer(n)
+    except Exception:
+        return None
+    if not isinstance(value, dict) or set(value) != set(FAN_OUT_WAYS) or not all(
+            isinstance(value[key], int | float) and not isinstance(value[key], bool) for key in value):
+        return None
+    return value
+
+
+def _check_fan_out_prediction(answer, noise_arrays: float, stdlib: dict[int, float],
+                              private: dict[int, float], shared: dict[int, float]) -> str | None:
+    """None when ``answer(n)`` predicts the tree PSS each fan-out of n tasks added (in arrays) at every
+    n measured (the keys of ``stdlib``, ``private``, ``shared``), else a hint."""
+    form = ("answer with a function of n, the number of tasks: "
+            "lambda n: {'stdlib': ..., 'private': ..., 'shared': ...}, in arrays")
+    if not callable(answer):
+        return form
+    measured = {"stdlib": stdlib, "private": private, "shared": shared}
+    for n in sorted(stdlib):
+        predicted = _predicted(answer, n)
+        if predicted is None:
+            return form
+        # the stdlib: n copies, and this process may keep one more (the last task's pickled bytes), so
+        # n or n + 1; ours with a private array: one segment per submit, nothing more (n + 1 stays out)
+        grew = {way: measured[way][n] for way in FAN_OUT_WAYS}
+        for way, low, high in (("stdlib", min(grew["stdlib"], n) - 0.5, max(grew["stdlib"], n + 1) + 0.25),
+                               ("private", min(grew["private"], n) - 0.25, max(grew["private"], n) + 0.5),
+                               ("shared", -0.25, 0.25)):
+            if not low - noise_arrays <= predicted[way] < high + noise_arrays:
+                why = {"stdlib": f"each of the {n} tasks unpickled its own copy",
+                       "private": (f"each of the {n} submits copied the array into a segment of its own; "
+                                   "ours keeps no pickled bytes"),
+                       "shared": "every task got the same handle and mapped pages already counted once"}[way]
+                return (f"with {way!r} and {n} task{'s' * (n > 1)} the tree's PSS grew by "
+                        f"{grew[way]:.1f} arrays, not {predicted[way]!r}: {why}")
     return None
 
 
 EXERCISE = Exercise(
     name="what a fan-out adds to the process tree",
-    question=("N_WORKERS tasks, each from its own submit, get the same array, read all of it and hold it "
-              "until every task has read it. By how many arrays does the "
-              "tree's PSS grow with the stdlib executor, with ours and a private array, and with ours and "
-              "the array in a SharedNDArray? Answer {'stdlib': ..., 'private': ..., 'shared': ...} "
-              "(1.0 = the array's bytes; N_WORKERS is allowed)."),
+    question=("n tasks, each from its own submit, get the same array and hold it until all have read it. "
+              "As a function of n, by how many arrays does the tree's PSS grow with the stdlib executor, "
+              "ours and a private array, ours and a SharedNDArray? "
+              "Answer lambda n: {'stdlib': ..., 'private': ..., 'shared': ...} (1.0 = the array's bytes)."),
     check=_check_fan_out_prediction,
-    solution=lambda n_workers, **measured: {"stdlib": float(n_workers + 1), "private": float(n_workers),
-                                            "shared": 0.0},
+    solution=lambda **measured: lambda n: {"stdlib": n + 1.0, "private": float(n), "shared": 0.0},
     explanation=("A private array is copied for every task, by pickling (stdlib: and this process keeps "
                  "the last task's pickled bytes until it sends another) or into one segment per "
                  "task (ours: it cannot know you will not change the array between two submits); an array "
                  "already shared crosses as a handle, and the workers only map its pages."),
-    misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
-        ({"stdlib": 2, "private": 0, "shared": 0},
+    misconceptions=(  # fan-outs of 1 and 3 tasks, as the lesson and its unit test measure
+        (lambda n: {"stdlib": n, "private": 0, "shared": 0},
          "our executor never copies: it shares every array it is given"),
-        ({"stdlib": 1, "private": 1, "shared": 0},
+        (lambda n: {"stdlib": 1, "private": 1, "shared": 0},
          "one copy serves all the workers, whichever way the array travels"),
-        ({"stdlib": 2, "private": 2, "shared": 2},
+        (lambda n: {"stdlib": n, "private": n, "shared": n},
          "each worker that maps the shared array holds a copy of it (RSS thinking)"),
+        (lambda n: {"stdlib": 3, "private": 2, "shared": 0},
+         "a fixed count of copies (the sender's and the receiver's), not one per task: right at 2 only"),
     ),
 )
 

@@ -75,6 +75,17 @@ def test_a_new_big_result_is_timed_with_its_own_segment_unlinked_each_call():
     assert len(names) == 3 and None not in names and len(set(names)) == 3, names  # warm-up included
 
 
+def test_each_first_call_makes_a_new_segment_and_the_parts_of_a_new_result_are_timed():
+    array = random_array(2 * MiB)
+    with SharedMemoryExecutor(1, SPAWN) as ours:
+        ours.submit(workers.echo, array).result()  # a warm segment the first calls must not reuse
+        firsts = shared_memory_executor.time_first_calls(ours, array, repeat=2)
+        assert ours.segment_pool.created == 3
+        parts = shared_memory_executor.time_new_result_parts(ours, array, repeat=2)
+    assert len(firsts.runs) == 2 and firsts.min > 0
+    assert len(parts.read.runs) == 2 and len(parts.compute.runs) == 2 and parts.read.min > 0
+
+
 def test_a_hand_built_call_and_what_it_contains_are_timed_in_turns():
     array = random_array(4 * MiB)
     with ProcessPoolExecutor(1, mp_context=SPAWN) as pool:

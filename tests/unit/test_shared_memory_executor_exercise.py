@@ -16,34 +16,31 @@ from exercise_asserts import (
 from helpers.lessons import exercises, shared_memory_executor, shared_memory_executor_tour
 from helpers.measure.units import MiB
 from sharedarrays.executor import SharedMemoryExecutor
-from sharedarrays.shm import SharedNDArray
 
 pytestmark = pytest.mark.timeout(180)
 SPAWN = mp.get_context("spawn")
-N_WORKERS, ARRAY_BYTES = 2, 16 * MiB  # PSS_NOISE a quarter of an array: N and N + 1 apart
+FAN_COUNTS, ARRAY_BYTES = (1, 3), 16 * MiB  # as the lesson measures; PSS_NOISE a quarter of an array
 PSS_NOISE = 4 * MiB
 
 
 @pytest.fixture(scope="module")
 def measured():
     source = np.random.default_rng(1).random(ARRAY_BYTES // 8)
-    fans = {"stdlib": shared_memory_executor.fan_out_memory(ProcessPoolExecutor, SPAWN, N_WORKERS, source),
-            "private": shared_memory_executor.fan_out_memory(SharedMemoryExecutor, SPAWN, N_WORKERS, source)}
-    with SharedNDArray.copy_of(source) as shared:
-        fans["shared"] = shared_memory_executor.fan_out_memory(SharedMemoryExecutor, SPAWN, N_WORKERS,
-                                                               shared.array)
-    return {"n_workers": N_WORKERS, "noise_arrays": PSS_NOISE / ARRAY_BYTES,
-            **{name: fan.pss_added_in_arrays for name, fan in fans.items()}}
+    fans = {n: shared_memory_executor.fan_outs(SPAWN, n, source) for n in FAN_COUNTS}
+    return {"noise_arrays": PSS_NOISE / ARRAY_BYTES,
+            **{way: {n: fans[n][way].pss_added_in_arrays for n in FAN_COUNTS}
+               for way in shared_memory_executor.FAN_OUT_WAYS}}
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    ({"stdlib": N_WORKERS, "private": 0, "shared": 0}, "with 'private'"),  # "ours never copies"
-    ({"stdlib": 1, "private": 1, "shared": 0}, "with 'stdlib'"),  # "one copy for all the workers"
-    ({"stdlib": N_WORKERS + 1, "private": N_WORKERS + 1, "shared": 0}, "ours keeps no pickled bytes"),
-    ({"stdlib": N_WORKERS, "private": N_WORKERS, "shared": N_WORKERS}, "with 'shared'"),  # "RSS thinking"
-    ({"stdlib": N_WORKERS, "private": N_WORKERS}, "dict of three numbers"),
-    ({"stdlib": "N", "private": 2, "shared": 0}, "dict of three numbers"),
-    ([N_WORKERS, N_WORKERS, 0], "dict of three numbers"),
+    (lambda n: {"stdlib": n, "private": 0, "shared": 0}, "with 'private'"),  # "ours never copies"
+    (lambda n: {"stdlib": 1, "private": 1, "shared": 0}, "with 'stdlib' and 3 tasks"),  # "one copy for all"
+    (lambda n: {"stdlib": n + 1, "private": n + 1, "shared": 0}, "ours keeps no pickled bytes"),
+    (lambda n: {"stdlib": n, "private": n, "shared": n}, "with 'shared'"),  # "RSS thinking"
+    (lambda n: {"stdlib": 3, "private": 2, "shared": 0}, "and 1 task"),  # right at 2 tasks only
+    (lambda n: {"stdlib": n, "private": n}, "function of n"),
+    (lambda n: {"stdlib": "n", "private": n, "shared": 0}, "function of n"),
+    ({"stdlib": 3, "private": 2, "shared": 0}, "function of n"),  # numbers, not a function of n
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(shared_memory_executor.EXERCISE, wrong, hint, monkeypatch, **measured)
