@@ -31,7 +31,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-import psutil
 
 from helpers.lessons import ray_session
 from helpers.lessons.demos import join_or_kill
@@ -179,7 +178,7 @@ def run_task(connection, task: str) -> None:
 @dataclass
 class FanOut:
     """One fan-out: ``seconds`` from starting the first worker to the last report (start-up,
-    sending and the task; ``send_seconds`` the sending alone), each worker's own report, this
+    sending and the task), each worker's own report, this
     process's memory just before (``memory_alone``), and, when held, every process's memory read
     by the parent while all of them held still (pid -> ProcessMemory, this process first). Bytes
     everywhere."""
@@ -190,7 +189,6 @@ class FanOut:
     workers: list[WorkerReport]
     parent_before: ProcessMemory
     held: dict[int, ProcessMemory] = field(default_factory=dict)
-    send_seconds: float = 0.0  # of ``seconds``, the sending: pickling and piping each copy (0 if none)
 
     def growth(self, measure: str = "pss") -> int:
         """Bytes the tree (this process and the workers) held above this process alone before:
@@ -247,17 +245,15 @@ def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
             processes.append(process)
             process.start()
             child_end.close()
-        sending = time.perf_counter()
         for pipe in pipes if send is not None else ():
             pipe.send(send)  # pickles it, then writes it: returns once all but a pipe buffer is read
-        send_seconds = time.perf_counter() - sending if send is not None else 0.0
         answers = [pipe.recv() if pipe.poll(REPORT_SECONDS) else TimeoutError(
             f"a worker did not report within {REPORT_SECONDS:.0f} s") for pipe in pipes]
         seconds = time.perf_counter() - start
         for answer in answers:
             if isinstance(answer, BaseException):
                 raise answer
-        result = FanOut(start_method, task, seconds, answers, parent_before, send_seconds=send_seconds)
+        result = FanOut(start_method, task, seconds, answers, parent_before)
         if hold_seconds > 0 or report is not None:
             time.sleep(SETTLE_SECONDS)
             if report is not None:
@@ -282,31 +278,6 @@ def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
         for process in processes:
             if process.pid is not None:
                 process.close()
-
-
-def page_table_bytes(pid: int) -> int | None:
-    """Bytes of process ``pid``'s page tables, the OS's map of its memory, which forking copies
-    (``VmPTE`` in /proc/PID/status); None where that is not readable (not Linux, or it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmPTE:"):
-                    return int(line.split()[1]) * 1024  # the kernel writes it in kB
-    except OSError:
-        return None
-    return None
-
-
-def forkserver_pid() -> int | None:
-    """The pid of this process's forkserver (its child whose command line names
-    multiprocessing.forkserver), or None when none runs."""
-    for child in psutil.Process().children():
-        try:
-            if "forkserver" in " ".join(child.cmdline()):
-                return child.pid
-        except psutil.Error:
-            continue
-    return None
 
 
 def refcount(obj: object) -> int:
