@@ -168,7 +168,8 @@ def post_versions(fan_outs: TableFanOuts, n_workers: int) -> str:
                      else "The post's factor is larger, though ")
     return "\n".join([
         "**The post's 100×.** Its code today (`'S6'`) is our bytes row; its first version, whose figures "
-        "it reports, our strings row, timed with tracemalloc on. Per row, a call's fixed cost set aside:",
+        "it reports, our strings row, timed with tracemalloc on (which records every allocation: a pickled "
+        "string is one per row). Per row, a call's fixed cost set aside:",
         "", "| factor, per row | this run |", "|---|---|", *rows,
         f"| all together, the post's setting | **{about(total)}×**, {verdict} the post's 100× |", "",
         workers_then + f"its 2.09 s also counts starting a manager and {POST_WORKERS} spawned interpreters, "
