@@ -12,6 +12,8 @@ from helpers.lessons.send_once_and_managers import EXERCISE
 SPAWN = mp.get_context("spawn")
 RACE = {"every_task": 0.067, "proxy": 0.0015, "installed": 0.00025}  # fastest tasks, seconds
 # its two factors: the proxy 44.7× faster than the list, the installed list 6× faster than the proxy
+EARLIER = {"dumps": 0.018, "loads": 0.049, "proxy_one_read": 0.0015, "installed_task": 0.00025}  # seconds
+MEASURED = RACE | EARLIER  # what the lesson's check cell passes
 
 
 @pytest.fixture(autouse=True)
@@ -34,35 +36,42 @@ def no_child_outlives_the_test(monkeypatch):
 ])
 def test_a_wrong_prediction_fails_with_a_hint(answer, hint):
     with pytest.raises(exercises.WrongAnswer, match=hint):
-        exercises.check(EXERCISE, answer, **RACE)
+        exercises.check(EXERCISE, answer, **MEASURED)
 
 
 @pytest.mark.parametrize("answer, misconception", EXERCISE.misconceptions)
 def test_every_named_misconception_is_rejected(answer, misconception, monkeypatch):
-    assert_misconception_rejected(EXERCISE, answer, misconception, monkeypatch, **RACE)
+    assert_misconception_rejected(EXERCISE, answer, misconception, monkeypatch, **MEASURED)
 
 
 @pytest.mark.parametrize("proxy_speedup, installed_speedup", [(23, 3.1), (45, 6), (89, 11.9)])
 def test_factors_within_two_and_the_worked_solution_pass(proxy_speedup, installed_speedup, monkeypatch,
                                                           capsys):
     answer = {"proxy_speedup": proxy_speedup, "installed_speedup": installed_speedup}
-    assert exercises.grade(EXERCISE, answer, **RACE) is True
-    assert EXERCISE.solution(**RACE) == {"proxy_speedup": pytest.approx(44.67, rel=1e-3),
-                                         "installed_speedup": pytest.approx(6)}
-    assert exercises.grade(EXERCISE, None, **RACE) is False  # unanswered: the question, no failure
+    assert exercises.grade(EXERCISE, answer, **MEASURED) is True
+    assert EXERCISE.solution(**MEASURED) == {"proxy_speedup": pytest.approx(44.67, rel=1e-3),
+                                             "installed_speedup": pytest.approx(6)}
+    assert exercises.grade(EXERCISE, None, **MEASURED) is False  # unanswered: the question, no failure
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
-    assert exercises.grade(EXERCISE, None, **RACE) is True
+    assert exercises.grade(EXERCISE, None, **MEASURED) is True
     assert "worked solution" in capsys.readouterr().out
 
 
-def test_a_prediction_read_off_the_lessons_earlier_times_passes():
-    """What the solution tells a learner to divide, with a stored run's figures (its fastest tasks: 97 ms
-    list, 1.5 ms proxy, 76 us installed list measured): the list's pickle.dumps (18 ms) plus pickle.loads
-    in a worker (49.5 ms) over section 3's fastest proxy task with one read (1.22 ms), and that over
-    section 3's fastest installed task with no read (39.7 us)."""
-    measured = {"every_task": 0.070, "proxy": 0.0011, "installed": 0.000055}  # that run's race, fastest tasks
-    answer = {"proxy_speedup": (0.018 + 0.0495) / 0.00122, "installed_speedup": 0.00122 / 0.0000397}
-    assert EXERCISE.check(answer, **measured) is None
+def test_the_worked_solution_divides_the_earlier_times_not_the_race():
+    """The worked solution is the Solution aside's arithmetic on times measured before the race, with a
+    stored run's figures: the list's pickle.dumps (18 ms) plus pickle.loads in a worker (49.5 ms) over
+    section 3's fastest proxy task with one read (1.22 ms), and that over section 2's fastest task on the
+    installed object (39.7 us); it holds against that run's race (70 ms, 1.1 ms, 55 us), and the race's
+    own times do not change it."""
+    earlier = {"dumps": 0.018, "loads": 0.0495, "proxy_one_read": 0.00122, "installed_task": 0.0000397}
+    race = {"every_task": 0.070, "proxy": 0.0011, "installed": 0.000055}  # that run's race, fastest tasks
+    solution = EXERCISE.solution(**race, **earlier)
+    assert solution == {"proxy_speedup": pytest.approx((0.018 + 0.0495) / 0.00122),
+                        "installed_speedup": pytest.approx(0.00122 / 0.0000397)}
+    assert EXERCISE.solution(**earlier) == solution
+    assert EXERCISE.check(solution, **race, **earlier) is None
+    factors = send_once_and_managers.race_factors(**race)
+    assert factors == {"proxy_speedup": pytest.approx(0.070 / 0.0011), "installed_speedup": pytest.approx(20)}
 
 
 def test_the_race_runs_each_way_in_real_processes():
