@@ -393,7 +393,7 @@ def _timing_sentence(dask_timings: dict[str, Timing]) -> str:
     alone = dask_timings.get(SCATTER_ALONE)
     if alone is not None:
         text += f" ({format_seconds(alone.median)} of it the scatter itself)"
-    text += f" and {format_seconds(by_value)} by value, which sends the array with every task"
+    text += f" and {format_seconds(by_value)} by value"
     if scattered < by_value:
         return text + f": {by_value / scattered:.1f}× as long"
     return text + ": on this run, no slower"
@@ -458,7 +458,8 @@ EXERCISE = Exercise(
     name="copies, scattered or not",
     question=f"On these workers, you scatter the array with broadcast=True and submit {TASKS_PER_WORKER} "
              "tasks to each worker, each given the future; then you submit as many given the array itself, "
-             "client.submit(f, array). How many copies of the array do the workers get each way (in their "
+             "client.submit(f, array, pure=False) (impure: Dask merges no calls). How many copies of the "
+             "array do the workers get each way (in their "
              "data stores, plus every task handed a copy of its own)? Answer with two whole numbers, "
              "(with the future, with the array itself). It needs 2 workers or more (LAB_WORKERS=2): with "
              "one, some wrong answers give the right count.",

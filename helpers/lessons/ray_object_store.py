@@ -291,6 +291,7 @@ class NodeRead:
     node_pss_growth: list[float]
     node_growth_by_kind: list[dict[str, float]]  # per node, PSS growth by kind of page (may be empty)
     raylet_anonymous_growth: list[float | None]  # per node, its raylet's own anonymous PSS growth (bytes)
+    raylet_shared_growth: list[float | None]  # per node, its raylet's own shared-memory PSS growth (bytes)
 
 
 READ_REPEAT = 5  # read tasks per node for its fastest read: this one, then four more (local reads)
@@ -306,7 +307,7 @@ def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) ->
 
     before = [node_memory(node).pss for node in nodes.nodes]
     kinds_before = [node_pss_by_kind(node) for node in nodes.nodes]
-    raylets_before = [_raylet_anonymous(node) for node in nodes.nodes]
+    raylets_before = [_raylet_kinds(node) for node in nodes.nodes]
     ref = ray.put(array)
     reads = []
     for label, index in plan:
@@ -315,23 +316,23 @@ def reads_across_nodes(nodes, array: np.ndarray, plan: list[tuple[str, int]]) ->
         growth = [node_memory(n).pss - b for n, b in zip(nodes.nodes, before, strict=True)]
         by_kind = [{kind: now[kind] - was[kind] for kind in now.keys() & was.keys()}
                    for now, was in zip((node_pss_by_kind(n) for n in nodes.nodes), kinds_before, strict=True)]
-        raylets_now = [_raylet_anonymous(n) for n in nodes.nodes]
-        raylets = [None if now is None or was is None else now - was
-                   for now, was in zip(raylets_now, raylets_before, strict=True)]
+        raylets_now = [_raylet_kinds(n) for n in nodes.nodes]
+        raylets, raylets_shared = ([None if kind not in now or kind not in was else now[kind] - was[kind]
+                                    for now, was in zip(raylets_now, raylets_before, strict=True)]
+                                   for kind in ("anonymous", "shared memory"))
         copies = copies_on(ref, nodes)
         fastest = min([facts["get_seconds"], *(ray.get(on(facts_after_get, node).remote([ref]))["get_seconds"]
                                                for _ in range(READ_REPEAT - 1))])
         reads.append(NodeRead(label, index, facts["get_seconds"], fastest, facts["in_object_store"],
-                              copies, growth, by_kind, raylets))
+                              copies, growth, by_kind, raylets, raylets_shared))
     del ref
     return reads
 
 
-def _raylet_anonymous(node) -> int | None:
-    """The anonymous PSS (bytes) of a node's raylet itself, without its workers; None where the
-    kernel does not split PSS."""
-    kinds = pss_by_kind(node.raylet_pid)
-    return kinds.get("anonymous") if kinds else None
+def _raylet_kinds(node) -> dict[str, int]:
+    """The PSS (bytes) of a node's raylet itself, without its workers, by kind of page; empty where
+    the kernel does not split PSS."""
+    return pss_by_kind(node.raylet_pid) or {}
 
 
 def store_page_kind(store_directory: str) -> str:
