@@ -1,8 +1,11 @@
 """Each lesson's reading time and run time, in its header line and in the README's lesson map.
 
-Reading time: the words a reader reads at 200 words a minute, rounded up: every Markdown cell (its
-``<details>`` blocks and inline code included; fenced code blocks, HTML tags and link targets not)
-and the Markdown the stored run renders (a conclusion written from the measurement). Run time: the
+Reading time: the words a reader reads at 200 words a minute, rounded up: the prose, that is every
+Markdown cell (its ``<details>`` blocks and inline code included; fenced code blocks, HTML tags and
+link targets not) and the Markdown the stored run renders (a conclusion written from the
+measurement), plus the printed output (the text the stored run prints: tables, check lines, shown
+source; not a figure's placeholder text). The prose alone is what a lesson's word budget limits;
+the printed output is counted because a reader reads it too. Run time: the
 seconds its last stored execution took at the default size, which ``tools.execute_notebooks``
 records in the notebook's metadata (``lab.run_seconds``), rounded to 5 s. ``--write`` puts both into
 every lesson's header line (added under the title where missing) and into the README's last column;
@@ -23,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WORDS_A_MINUTE = 200
 HEADER = re.compile(r"Reading time: about \d+ min \([^)]*\) · run time: about [^\n]*? at the default size")
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’.,-]*")
 README_ROW = re.compile(r"^(\| (\d\d) \| \[[^\n]*\| )([^|\n]+)( \|)$", re.M)
 
 
@@ -31,7 +35,7 @@ def _words(markdown: str) -> int:
     text = re.sub(r"```.*?```", " ", markdown, flags=re.S)
     text = re.sub(r"\]\([^)]*\)", "]", text)
     text = re.sub(r"<[^>]+>", " ", text)
-    return len(re.findall(r"[A-Za-z0-9][A-Za-z0-9'’.,-]*", text))
+    return len(WORD.findall(text))
 
 
 def prose_words(notebook: dict) -> int:
@@ -49,20 +53,38 @@ def prose_words(notebook: dict) -> int:
     return words
 
 
+def printed_words(notebook: dict) -> int:
+    """Words of the text the stored outputs print (streams, and plain text not shown as a figure or
+    as rendered Markdown), which a reader reads beside the prose."""
+    words = 0
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if output.get("output_type") == "stream":
+                text = "".join(output.get("text", ""))
+            elif "text/plain" in data and not {"text/markdown", "image/png", "text/html"} & set(data):
+                text = "".join(data["text/plain"])
+            else:
+                continue
+            words += len(WORD.findall(text))
+    return words
+
+
 def run_seconds(notebook: dict) -> float | None:
     """Seconds of the last stored execution (``tools.execute_notebooks``), None if never recorded."""
     return notebook.get("metadata", {}).get("lab", {}).get("run_seconds")
 
 
-def header_line(words: int, seconds: float | None) -> str:
-    minutes = max(1, math.ceil(words / WORDS_A_MINUTE))
+def header_line(words: int, printed: int, seconds: float | None) -> str:
+    """The header: minutes for ``words`` of prose plus ``printed`` words of printed output."""
+    minutes = max(1, math.ceil((words + printed) / WORDS_A_MINUTE))
     run = f"about {max(5, 5 * round(seconds / 5))} s" if seconds is not None else "not measured yet"
-    return (f"Reading time: about {minutes} min ({words:,} words at {WORDS_A_MINUTE} words a minute) · "
-            f"run time: {run} at the default size")
+    return (f"Reading time: about {minutes} min ({words:,} words of prose and {printed:,} of printed output, "
+            f"at {WORDS_A_MINUTE} words a minute) · run time: {run} at the default size")
 
 
-def readme_cell(words: int, seconds: float | None) -> str:
-    minutes = max(1, math.ceil(words / WORDS_A_MINUTE))
+def readme_cell(words: int, printed: int, seconds: float | None) -> str:
+    minutes = max(1, math.ceil((words + printed) / WORDS_A_MINUTE))
     run = f"{max(5, 5 * round(seconds / 5))} s run" if seconds is not None else "run time not measured yet"
     return f"{minutes} min read, {run}"
 
@@ -97,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     for path in lessons():
         notebook = json.loads(path.read_text())
-        words, seconds = prose_words(notebook), run_seconds(notebook)
-        cells[path.name[:2]] = readme_cell(words, seconds)
-        if _with_header(notebook, header_line(words, seconds)):
+        words, printed, seconds = prose_words(notebook), printed_words(notebook), run_seconds(notebook)
+        cells[path.name[:2]] = readme_cell(words, printed, seconds)
+        if _with_header(notebook, header_line(words, printed, seconds)):
             stale.append(f"{path.name}: header line")
             if args.write:
                 path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")

@@ -63,7 +63,7 @@ def lessons() -> list[dict]:
         notebook = json.loads(path.read_text())
         title = "".join(notebook["cells"][0]["source"]).partition("\n")[0].lstrip("# ").strip()
         words, seconds = lesson_times.prose_words(notebook), lesson_times.run_seconds(notebook)
-        times = lesson_times.readme_cell(words, seconds)
+        times = lesson_times.readme_cell(words, lesson_times.printed_words(notebook), seconds)
         found.append({"name": path.stem, "number": path.name[:2], "title": title, "times": times})
     return found
 
