@@ -215,7 +215,6 @@ def hold_segment_in_workers(
 ANONYMOUS, SHARED_MEMORY, FILES = PSS_KINDS.values()  # the kind names of demos.tree_pss_by_kind
 SHARED_MEMORY_PATHS = ("/dev/shm/", "/SYSV", "/dev/zero", "/memfd:")  # tmpfs-backed mappings
 KIND_NAMES = {ANONYMOUS: "anonymous (heap, NumPy buffers)", SHARED_MEMORY: SHARED_MEMORY, FILES: FILES}
-KERNEL_FILES = "this kernel's files"  # tree_by_kind's key for this process's own file pages
 
 
 def _mapping_kind(header: str) -> str:
@@ -234,8 +233,7 @@ def tree_by_kind() -> dict[str, dict[str, int]] | None:
 
     Read mapping by mapping from /proc/PID/smaps (USS is Private_Clean + Private_Dirty). File pages
     turn private or shared as other programs on the machine map the same libraries, so they move
-    both measures by MiB; the other kinds do not. ``KERNEL_FILES`` holds this process's own file
-    pages, ``{"uss": bytes, "pss": bytes}``. None where smaps cannot be read (not Linux).
+    both measures by MiB; the other kinds do not. None where smaps cannot be read (not Linux).
     """
     totals = {"uss": dict.fromkeys(PSS_KINDS.values(), 0), "pss": dict.fromkeys(PSS_KINDS.values(), 0)}
     for pid in [os.getpid(), *descendant_pids(os.getpid())]:
@@ -245,8 +243,6 @@ def tree_by_kind() -> dict[str, dict[str, int]] | None:
             continue  # the process ended meanwhile
         except OSError:
             return None
-        if pid == os.getpid():
-            totals[KERNEL_FILES] = {measure: totals[measure][FILES] for measure in ("uss", "pss")}
     return totals
 
 
@@ -278,28 +274,21 @@ def data_growth(before: dict[str, dict[str, int]] | None,
 def by_kind_table(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], array_bytes: int,
                   share: float = 0.05) -> str:
     """A text table of how much USS and PSS grew between two ``tree_by_kind`` readings, kind by kind
-    (bytes and arrays of ``array_bytes``), and the largest growth under ``share`` of an array (noise)."""
+    (bytes and arrays of ``array_bytes``); a growth under ``share`` of an array, either way, prints as
+    ``~0`` and the largest such one is named in the footnote."""
     lines, small = [], []
     for measure in ("uss", "pss"):
         for kind, value in after[measure].items():
             grew = value - before[measure][kind]
-            small += [abs(grew)] if abs(grew) < share * array_bytes and kind != FILES else []
-            lines.append(f"{measure.upper()} of {KIND_NAMES[kind]:<31} {format_bytes(grew):>10}  "
-                         f"({grew / array_bytes:z.2f} arrays)")
-    largest = format_bytes(max(small, default=0))
-    lines.append("File pages (the code of Python and its libraries) are not the array: the counts leave them "
-                 "out. They\nmove as the tree's processes start, end and run code, and as other programs map "
-                 "the same files.")
-    if KERNEL_FILES in before and KERNEL_FILES in after:
-        kernel = {measure: after[KERNEL_FILES][measure] - before[KERNEL_FILES][measure]
-                  for measure in ("uss", "pss")}
-        others = {measure: after[measure][FILES] - before[measure][FILES] - grew
-                  for measure, grew in kernel.items()}
-        lines.append(f"Here this kernel's file pages moved USS by {format_bytes(kernel['uss'])}, PSS by "
-                     f"{format_bytes(kernel['pss'])};\nthe other processes' (workers, helpers) USS by "
-                     f"{format_bytes(others['uss'])}, PSS by {format_bytes(others['pss'])}.")
-    lines.append(f"Anything under {share:.0%} of an array counts as 0: heaps move a little, either way "
-                 f"(here by at most {largest}).")
+            if abs(grew) < share * array_bytes:
+                small.append(abs(grew))
+                shown = "~0"
+            else:
+                shown = f"{format_bytes(grew)}  ({grew / array_bytes:.2f} arrays)"
+            lines.append(f"{measure.upper()} of {KIND_NAMES[kind]:<31} {shown:>22}")
+    lines.append(f"~0: under {share:.0%} of an array (here at most {format_bytes(max(small, default=0))}, "
+                 "either way).\nHeaps and file pages (Python's and its libraries' code, which the counts "
+                 "leave out)\nmove a little as processes start, end and run code.")
     return "\n".join(lines)
 
 
