@@ -83,7 +83,7 @@ def test_each_first_call_makes_a_new_segment_and_the_parts_of_a_new_result_are_t
         assert ours.segment_pool.created == 3
         parts = shared_memory_executor.time_new_result_parts(ours, array, repeat=2)
     assert len(firsts.runs) == 2 and firsts.min > 0
-    assert len(parts.read.runs) == 2 and len(parts.compute.runs) == 2 and parts.read.min > 0
+    assert all(len(timing.runs) == 2 for timing in parts) and parts.read.min > 0 and parts.read_shared.min > 0
 
 
 def test_a_hand_built_call_and_what_it_contains_are_timed_in_turns():
@@ -176,6 +176,7 @@ def test_a_program_killed_mid_task_leaves_nothing_with_the_executor():
     outcome = shared_memory_executor.kill_program_mid_task(2 * MiB, way="executor", n_tasks=2)
     assert len(outcome.segments) == 2
     assert outcome.left_after == [] and outcome.seconds_to_clean is not None and outcome.orphans == []
+    assert outcome.left_at_end == [] and outcome.gone_after_orphans_ended is not None
     assert any("shared_memory" in line for line in outcome.tracker_warnings)
 
 
@@ -185,6 +186,7 @@ def test_the_hand_built_version_killed_mid_task_is_cleaned_up_by_the_demonstrati
     assert outcome.left_after == outcome.segments and len(outcome.orphans) == 1  # a stdlib worker lingers
     creator_pid = int(outcome.segments[0].split("_")[1])
     assert segments_of(creator_pid) == []  # gone once the helper has ended the orphan
+    assert outcome.left_at_end == [] and outcome.gone_after_orphans_ended is not None
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
                    for pid in outcome.orphans)
 
