@@ -398,11 +398,7 @@ def _check_private_fractions(answer, plain: float, frozen: float, collect: float
 
 EXERCISE = Exercise(
     name="reading inherited objects",
-    question=("forked workers each iterate once over the inherited rows, summing their numbers: one set "
-              "forked with the rows as they are ('plain'), another forked after gc.freeze() in the parent "
-              "('frozen'); a third set, forked with the rows as they are, only runs gc.collect() and "
-              "touches no row ('collect'). What fraction of the rows' footprint (0: none, 1: all of it) "
-              "does each worker make private ('collect': beyond what a collection un-shares with no rows)? "
+    question=("what fraction of the rows' footprint does each worker of the three sets make private? "
               "Answer {'plain': ..., 'frozen': ..., 'collect': ...}."),
     check=_check_private_fractions,
     solution=lambda plain, frozen, collect: {"plain": 1.0, "frozen": 1.0, "collect": 0.5},

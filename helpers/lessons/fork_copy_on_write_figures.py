@@ -99,3 +99,26 @@ def plot_start_methods(jobs: Mapping[str, FanOut], seconds: Mapping[str, float],
                     "tree PSS growth while the workers hold (arrays)", "Memory",
                     reference=1.0, reference_label="one copy of the array", ax=right)
     return fig
+
+
+def plot_collections(rows_lists: float, kernel: float, frozen: float, list_objects: float):
+    """What one ``gc.collect()`` made private in a forked worker (bytes, means over workers), as bars
+    in MiB: with the rows, stacked as the rows' lists (``rows_lists``, beyond a collection with the
+    rows freed) and the kernel's own objects (``kernel``, that collection); with the rows freed; after
+    ``gc.freeze()`` (``frozen``). A dashed line at ``list_objects``, the pages of the rows' list
+    objects themselves; the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 2.8), layout="constrained")
+    names = ["gc.collect()", "gc.collect(), rows freed", "gc.collect(), gc.freeze()"]
+    ax.barh(names[0], rows_lists / MiB, color="tab:blue", label="the rows' lists")
+    ax.barh(names[0], kernel / MiB, left=rows_lists / MiB, color="tab:gray", label="the kernel's own objects")
+    ax.barh(names[1], kernel / MiB, color="tab:gray")
+    ax.barh(names[2], frozen / MiB, color="tab:green")
+    ax.axvline(list_objects / MiB, color="tab:red", linestyle="--",
+               label=f"the rows' list objects ({format_bytes(list_objects)})")
+    ax.invert_yaxis()
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel("MiB each worker made private (mean over workers)")
+    ax.set_title("One collection in a forked worker: what it un-shares")
+    return fig

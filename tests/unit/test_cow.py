@@ -159,6 +159,20 @@ def test_tables_name_every_process_by_role_and_every_fan_out():
         fork_copy_on_write.fan_out("spawn", "idle", 1).growth()
 
 
+def test_the_collection_plot_stacks_the_rows_on_the_kernel_and_marks_the_list_objects():
+    import matplotlib.pyplot as plt
+
+    figure = fork_copy_on_write_figures.plot_collections(30 * MiB, 28 * MiB, 0.5 * MiB, 32 * MiB)
+    try:
+        ax = figure.axes[0]
+        widths = [(patch.get_x(), patch.get_width()) for patch in ax.patches]
+        assert widths == [(0, 30), (30, 28), (0, 28), (0, 0.5)]  # the rows' lists, then the kernel's on top
+        assert [line.get_xdata()[0] for line in ax.get_lines()] == [32]
+        assert "32 MiB" in ax.get_legend().get_texts()[0].get_text()
+    finally:
+        plt.close(figure)
+
+
 def test_default_start_method_is_one_this_platform_has():
     assert fork_copy_on_write.default_start_method() in mp.get_all_start_methods()
     assert fork_copy_on_write.has_fork() == ("fork" in mp.get_all_start_methods())
