@@ -6,15 +6,16 @@ An array over ``max_nbytes`` (joblib's default: 1 MB) is dumped by joblib into a
 temp folder; ``temp_folder=`` or ``JOBLIB_TEMP_FOLDER`` choose) and each loky worker maps that file
 (``mmap_mode``, default ``'r'``). What a worker receives (``describe_argument``), where joblib puts
 its files (``joblib_temp_root``, ``joblib_folders``), and the workers holding an argument while the
-tree's memory is sampled (``hold_in_workers``), calls timed with the seconds joblib waited to delete
-their dump's folder (``time_calls``). ``release_joblib`` shuts loky's workers down and
-removes the empty folders joblib keeps until the interpreter exits. What a SIGKILLed parent leaves
-behind is ``helpers.lessons.joblib_memmap_crash``. Sizes are bytes, durations seconds.
+tree's memory is sampled (``hold_in_workers``), calls timed with the seconds joblib spent dumping
+and waiting to delete their dump's folder (``time_calls``). ``release_joblib`` shuts loky's
+workers down and removes the empty folders joblib keeps until the interpreter exits. What a SIGKILLed
+parent leaves behind is ``helpers.lessons.joblib_memmap_crash``. Sizes are bytes, durations seconds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import multiprocessing
 import os
@@ -23,10 +24,11 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import joblib._memmapping_reducer
 import joblib.disk
 import numpy as np
 from joblib import Parallel, delayed, dump
@@ -37,7 +39,7 @@ from helpers.lessons.exercises import Exercise
 from helpers.lessons.memmap import FileMemory, file_memory_in_tree
 from helpers.lessons.workers import touch_pages
 from helpers.measure.leftovers import SHM_DIR, TEMP_PREFIX, temp_dir
-from helpers.measure.timing import Timing, time_it
+from helpers.measure.timing import Timing, time_in_turns, time_it
 from helpers.measure.units import format_bytes
 
 FOLDER_PREFIX = "joblib_memmapping_folder_"
@@ -153,26 +155,57 @@ def folder_retry_waits() -> Iterator[list[float]]:
         joblib.disk.time = real
 
 
+@contextlib.contextmanager
+def seconds_in(module, name: str) -> Iterator[list[float]]:
+    """The seconds each call of ``module.<name>`` made inside the block took (the function is wrapped
+    for the block's length: code that looks the name up in ``module`` at call time is timed)."""
+    spent: list[float] = []
+    real = getattr(module, name)
+
+    @functools.wraps(real)  # its module and name stay the real one's: joblib looks functions up by them
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - start)
+
+    setattr(module, name, timed)
+    try:
+        yield spent
+    finally:
+        setattr(module, name, real)
+
+
 @dataclass(frozen=True)
 class TimedCalls:
-    """A ``Timing`` of calls (seconds) and, for each timed run in order, the seconds joblib slept in
-    it before trying again to delete the call's folder (``folder_retry_waits``)."""
+    """A ``Timing`` of calls (seconds) and, for each timed run in order: the seconds joblib slept in it
+    before trying again to delete the call's folder (``folder_retry_waits``), and the seconds its
+    memmapping reducer spent dumping arguments (``joblib.dump``, inside the call)."""
 
     timing: Timing
     retry_waits: tuple[float, ...]
+    dumping: tuple[float, ...]
 
 
-def time_calls(call: Callable[[], object], repeat: int = 5) -> TimedCalls:
-    """``time_it(call, repeat, warmup=1)``, counting each timed run's ``folder_retry_waits``."""
-    waits: list[float] = []
+def time_calls(calls: Mapping[str, Callable[[], object]], repeat: int = 5) -> dict[str, TimedCalls]:
+    """``time_in_turns(calls, repeat, warmup=1)`` (calls that share a pool: the same ``Parallel``
+    options), counting each timed run's ``folder_retry_waits`` and the seconds spent in the memmapping
+    reducer's ``dump`` (``seconds_in``). Returns each call's ``TimedCalls``, by the keys of ``calls``."""
+    waits: dict[str, list[float]] = {name: [] for name in calls}
+    dumping: dict[str, list[float]] = {name: [] for name in calls}
 
-    def counted() -> None:
-        with folder_retry_waits() as slept:
-            call()
-        waits.append(sum(slept))
+    def counted(name: str) -> Callable[[], None]:
+        def run() -> None:
+            with folder_retry_waits() as slept, seconds_in(joblib._memmapping_reducer, "dump") as dumped:
+                calls[name]()
+            waits[name].append(sum(slept))
+            dumping[name].append(sum(dumped))
+        return run
 
-    timing = time_it(counted, repeat=repeat, warmup=1)
-    return TimedCalls(timing, tuple(waits[1:]))
+    timings = time_in_turns({name: counted(name) for name in calls}, repeat=repeat, warmup=1)
+    return {name: TimedCalls(timings[name], tuple(waits[name][1:]), tuple(dumping[name][1:]))
+            for name in calls}  # [1:]: the warm-up round's
 
 
 def time_dump(array: np.ndarray, folder: Path, repeat: int = 5) -> Timing:
@@ -294,14 +327,6 @@ def workers_pss(report, label: str, pids: list[int]) -> float:
         raise ValueError(f"no exact samples between '{label} holding' and '{label} end'; hold longer")
     return statistics.median(sum(sample.processes[pid].pss for pid in pids if pid in sample.processes)
                              for sample in samples)
-
-
-def peak_above(report, idle: str, label: str) -> float:
-    """The most the tree's PSS (bytes) rose above its median in ``'<idle> holding'`` .. ``'<idle> end'``,
-    from ``'<idle> end'`` to ``'<label> end'`` on a MemoryReport: while ``hold_in_workers`` sent its
-    argument (pickled and unpickled, or dumped and mapped) and the workers then held it."""
-    base = report.steady(f"{idle} holding", f"{idle} end").pss
-    return max(sample.pss for sample in report.window(f"{idle} end", f"{label} end")) - base
 
 
 # --- Worker functions (run in loky workers; importable by name) ---
