@@ -334,10 +334,11 @@ def side_by_side(ray_timings: dict[str, Timing], ray_memory, dask_timings: dict[
              "store": m.store_bytes / array_bytes} for engine, how, timing, m in rows]
 
 
-def format_rows(rows: list[dict]) -> str:
-    """``side_by_side``'s rows as a text table."""
-    lines = [f"{'engine':6} {'handed':14} {'time':>9} {'tree PSS':>9} {'in store':>9}"]
-    lines += [f"{r['engine']:6} {r['how']:14} {format_seconds(r['seconds']):>9} {r['tree_pss']:>8.2f}x "
+def format_rows(rows: list[dict], rounds: int) -> str:
+    """``side_by_side``'s rows as a text table; their times are of ``rounds`` fan-outs."""
+    time = f"time, {rounds} fan-outs"
+    lines = [f"{'engine':6} {'handed':14} {time:>16} {'tree PSS':>9} {'in store':>9}"]
+    lines += [f"{r['engine']:6} {r['how']:14} {format_seconds(r['seconds']):>16} {r['tree_pss']:>8.2f}x "
               f"{r['store']:>8.2f}x" for r in rows]
     return "\n".join(lines + ["(x: arrays; store: Ray's object store, Dask's workers' data stores)"])
 
@@ -363,26 +364,30 @@ def _arrays(values: list[float]) -> str:
     return ", ".join(f"{value:.2f}" for value in values)
 
 
-def conclusion(dask_memory: dict[str, DaskFanOutMemory], sources: dict[str, list[bool]],
-               dask_timings: dict[str, Timing], ray_timings: dict[str, Timing], ray_put,
+def conclusion(dask_memory: dict[str, DaskFanOutMemory], dask_timings: dict[str, Timing],
                array_bytes: int) -> str:
-    """The section's conclusion in Markdown, every figure from this run's measurements (``sources`` and
-    ``ray_timings`` are no longer quoted: the exercise counts the tasks' copies, and section 7's
-    times do not rank the engines)."""
-    scattered, by_value = dask_memory["scatter once"], dask_memory["by value"]
-    n_workers = len(scattered.worker_copies(array_bytes))
+    """The section's conclusion in Markdown, every figure from this run's measurements; what answers
+    the exercise (the scattered copies) is left to ``scatter_counts``, shown collapsed."""
+    by_value = dask_memory["by value"]
     kernel = by_value.role_pss.get(PARENT_ROLE, 0.0) / array_bytes
     return (
-        "**Conclusion.** Scattered once, the workers' data stores held "
-        f"**{scattered.store_bytes / array_bytes:.2f} arrays** on {n_workers} workers, one copy per worker "
-        f"(PSS: {_arrays(scattered.worker_copies(array_bytes))} arrays; "
-        f"{scattered.crossed_between_workers / array_bytes:.2f} went worker to worker), and every task got "
-        "its worker's object. By value, the data stores held nothing, yet the workers grew by "
+        "**Conclusion.** By value, the data stores held nothing, yet the workers grew by "
         f"{_arrays(by_value.worker_copies(array_bytes))} arrays and this kernel (the scheduler) by "
         f"{kernel:.2f}. "
         + _timing_sentence(dask_timings)
-        + f". Ray's `ray.put` once added **{ray_put.store_bytes / array_bytes:.2f} arrays** for the whole "
-        "node. Neither count includes the driver's own array (`del` it once put or scattered).")
+        + ". Neither way's count includes the driver's own array (`del` it once scattered).")
+
+
+def scatter_counts(dask_memory: dict[str, DaskFanOutMemory], array_bytes: int) -> str:
+    """Where the scattered copies were (Markdown, in arrays): this answers the exercise, so the lesson
+    shows it through ``exercises.reveal``."""
+    scattered = dask_memory["scatter once"]
+    n_workers = len(scattered.worker_copies(array_bytes))
+    return (f"Scattered once, the workers' data stores held **{scattered.store_bytes / array_bytes:.2f} "
+            f"arrays** on {n_workers} workers, one copy per worker (PSS: "
+            f"{_arrays(scattered.worker_copies(array_bytes))} arrays; "
+            f"{scattered.crossed_between_workers / array_bytes:.2f} went worker to worker), and every task "
+            "got its worker's object.")
 
 
 def _timing_sentence(dask_timings: dict[str, Timing]) -> str:
