@@ -2,9 +2,12 @@
 
 The showdown (``helpers.bench.showdown``) measures, for each strategy, what the tree's PSS added
 while every worker held the array, in arrays (``showdown.added_arrays``: a float per strategy
-name). The learner gives, for each way of ``CHOICES``, a whole number of arrays; the check compares
-each with this run's figure rounded to the nearest whole array (``whole_arrays``), so a way that
-copies per worker cannot be passed as one shared copy, nor fork as a copy. A strategy skipped here
+name). The learner gives, for each way of ``CHOICES``, a whole number of arrays, or ``"N"`` for one
+array per worker; the check compares each with this run's figure rounded to the nearest whole array
+(``whole_arrays``), so a way that copies per worker cannot be passed as one shared copy, nor fork as
+a copy; and, as a run with 2 workers cannot tell one copy per worker from two copies in all, it
+wants ``"N"`` exactly for the ways whose copies grow with the workers (``PER_WORKER``, what their
+lessons built). A strategy skipped here
 is not asked about. ``pickle`` is not asked: at small sizes its figure also holds the buffers glibc
 keeps after unpickling (the showdown's table note says so), which no lesson before counts.
 """
@@ -49,17 +52,25 @@ def at_most_one_array(added_arrays: dict[str, float]) -> set[str]:
     return {name for name in CHOICES if name in added_arrays and added_arrays[name] <= ONE_ARRAY}
 
 
-def arrays_per_way(added_arrays: dict[str, float], n_workers: int) -> dict[str, int]:
+# What an answer writes for one array per worker: a number would hold for one count of workers only.
+PER_WORKER_ANSWER = "N"
+
+
+def arrays_per_way(added_arrays: dict[str, float], n_workers: int) -> dict[str, int | str]:
     """The worked answer, from what the lessons built (not read off the run): fork adds none, a
-    mapped copy one however many workers map it, a copy per worker ``n_workers``; the ways of
-    ``CHOICES`` that ran here only."""
-    model = {"fork_cow": 0, **dict.fromkeys(ONE_COPY, 1), **dict.fromkeys(PER_WORKER, n_workers)}
+    mapped copy one however many workers map it, a copy per worker ``"N"``; the ways of ``CHOICES``
+    that ran here only."""
+    model = {"fork_cow": 0, **dict.fromkeys(ONE_COPY, 1), **dict.fromkeys(PER_WORKER, PER_WORKER_ANSWER)}
     return {name: model[name] for name in CHOICES if name in added_arrays}
+
+
+def _count(given, n_workers: int) -> int:
+    return n_workers if given == PER_WORKER_ANSWER else int(given)
 
 
 def _check(answer, added_arrays: dict[str, float], n_workers: int) -> str | None:
     if not isinstance(answer, dict):
-        return "give a dict of whole numbers, e.g. {'fork_cow': 3, 'send_once': 3, ...}"
+        return "give a dict of whole numbers or \"N\", e.g. {'fork_cow': 3, 'send_once': 'N', ...}"
     unknown = sorted(str(name) for name in set(answer) - set(CHOICES))
     if unknown:
         return f"{', '.join(unknown)} is not one of the ways asked: {', '.join(CHOICES)}"
@@ -69,21 +80,29 @@ def _check(answer, added_arrays: dict[str, float], n_workers: int) -> str | None
         return f"give a count for {', '.join(missing)} too"
     for name in asked:
         given = answer[name]
+        if given == PER_WORKER_ANSWER:
+            continue
         if isinstance(given, bool) or not isinstance(given, numbers.Real) or given != int(given):
-            return f"give {name} a whole number of arrays, not {given!r}"
+            return f"give {name} a whole number of arrays or \"N\" (one per worker), not {given!r}"
     for name in asked:
         measured = added_arrays[name]
         whole = whole_arrays(measured, n_workers)
-        if int(answer[name]) != whole:
+        if _count(answer[name], n_workers) != whole:
             why = ("the workers read the parent's own pages: nothing new" if whole == 0 else
                    "one copy, which PSS counts once however many workers map it" if whole == 1 else
                    "each worker holds a copy of its own, so the copies add up")
             return (f"{name} added {format_arrays(measured)} arrays here ({n_workers} workers), not "
-                    f"{int(answer[name])}: {why}")
+                    f"{_count(answer[name], n_workers)}: {why}")
+    for name in asked:
+        if name in PER_WORKER and answer[name] != PER_WORKER_ANSWER:
+            return (f"{name}: {answer[name]} holds with {n_workers} workers; with 8, would it still be "
+                    f"{answer[name]}? Write \"N\" for a count that grows with the workers")
+        if name not in PER_WORKER and answer[name] == PER_WORKER_ANSWER:
+            return f"{name}: its count does not grow with the workers; give the number"
     return None
 
 
-def _answer(fork: int, once: int, shared: int, executor: int) -> dict[str, int]:
+def _answer(fork, once, shared, executor) -> dict[str, int | str]:
     """An answer in the exercise's format (a misconception's, with 2 workers as the unit test runs)."""
     return {"fork_cow": fork, "send_once": once, **dict.fromkeys(ONE_COPY, shared), "executor": executor}
 
@@ -92,7 +111,7 @@ EXERCISE = Exercise(
     name="arrays added",
     question=("while every worker holds the array, how many whole arrays does each of " + ", ".join(CHOICES)
               + " (executor: one submit per worker) add to the tree's PSS? Answer with a dict of whole "
-              "numbers (N_WORKERS is the number of workers)."),
+              "numbers, or \"N\" for one array per worker."),
     check=_check,
     solution=arrays_per_way,
     explanation=("fork adds none (the workers read the parent's own pages); sharedctypes, a tmpfs memmap "
@@ -100,15 +119,22 @@ EXERCISE = Exercise(
                  "them); sending once and the executor (one submit per worker) give each worker its own "
                  "copy."),
     misconceptions=(
-        (_answer(fork=0, once=2, shared=0, executor=2),
+        (_answer(fork=0, once="N", shared=0, executor="N"),
          "shared memory costs nothing: only private copies add to the machine"),
-        (_answer(fork=1, once=2, shared=1, executor=2), "fork copies the array once, into the workers' side"),
-        (_answer(fork=2, once=2, shared=1, executor=2), "fork copies the parent's memory into every worker"),
-        (_answer(fork=0, once=1, shared=1, executor=2),
+        (_answer(fork=1, once="N", shared=1, executor="N"),
+         "fork copies the array once, into the workers' side"),
+        (_answer(fork="N", once="N", shared=1, executor="N"),
+         "fork copies the parent's memory into every worker"),
+        (_answer(fork=0, once=1, shared=1, executor="N"),
          "sending the array once per worker (an initializer) is sharing it: one array in all"),
-        (_answer(fork=0, once=2, shared=1, executor=1),
+        (_answer(fork=0, once="N", shared=1, executor=1),
          "the executor shares one segment among its workers, as SharedMemory does"),
         (_answer(fork=0, once=1, shared=1, executor=1),
          "PSS divides every page among the workers, private copies too, so no way adds more than one array"),
+        (_answer(fork=0, once=2, shared=1, executor=2),
+         "sending once and the executor add two arrays (the sender's and the receiver's), whatever the "
+         "workers' count: right with 2 workers only"),
+        (_answer(fork=0, once="N", shared="N", executor="N"),
+         "every worker that maps a segment or file adds a copy of its own"),
     ),
 )

@@ -40,7 +40,22 @@ def test_the_measurement_gives_the_lessons_answer(measured):
                for name, added in measured["added_arrays"].items()}
     assert rounded == {"send_once": 2, "fork_cow": 0, "sharedctypes": 1, "memmap_tmpfs": 1,
                        "shared_memory": 1, "executor": 2}, measured
-    assert right_answer(measured) == rounded
+    per_worker = showdown_lesson.PER_WORKER_ANSWER
+    assert right_answer(measured) == {name: per_worker if whole == N_WORKERS else whole
+                                      for name, whole in rounded.items()}
+
+
+def test_a_copy_per_worker_written_as_the_workers_count_fails(monkeypatch, measured):
+    """With 2 workers, 2 is send_once's count, but not its rule: the check wants "N" (one per worker),
+    and a way that maps one copy given "N" fails (its count does not grow with the workers)."""
+    answer = {**right_answer(measured), "send_once": N_WORKERS}
+    assert_wrong_answer_fails(showdown_lesson.EXERCISE, answer,
+                              'send_once: 2 holds with 2 workers; .*Write "N"', monkeypatch, **measured)
+    one_worker = {name: added / N_WORKERS if name in showdown_lesson.PER_WORKER else added
+                  for name, added in measured["added_arrays"].items()}  # as one worker would measure
+    answer = {**right_answer(measured), "shared_memory": "N"}
+    assert_wrong_answer_fails(showdown_lesson.EXERCISE, answer, "shared_memory: its count does not grow",
+                              monkeypatch, added_arrays=one_worker, n_workers=1)
 
 
 def test_a_copy_per_worker_counted_as_one_array_fails(monkeypatch, measured):
@@ -61,6 +76,8 @@ def test_names_that_are_not_asked_missing_counts_and_not_a_dict_fail(monkeypatch
     assert_wrong_answer_fails(showdown_lesson.EXERCISE, {"fork_cow": 0}, "give a count for", monkeypatch,
                               **measured)
     assert_wrong_answer_fails(showdown_lesson.EXERCISE, {**right_answer(measured), "fork_cow": 0.5},
+                              "whole number", monkeypatch, **measured)
+    assert_wrong_answer_fails(showdown_lesson.EXERCISE, {**right_answer(measured), "executor": "n"},
                               "whole number", monkeypatch, **measured)
     assert_wrong_answer_fails(showdown_lesson.EXERCISE, {"fork_cow", "sharedctypes"}, "give a dict",
                               monkeypatch, **measured)
