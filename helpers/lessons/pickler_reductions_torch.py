@@ -166,24 +166,8 @@ def format_round_trips(rows: list[dict], size_bytes: int) -> str:
     return "\n".join(lines)
 
 
-def format_growth(rows: list[dict], smallest: int, largest: int) -> str:
-    """A text table of each way's fastest warm round trip (noise only adds time) at ``smallest``
-    and ``largest`` bytes, locally and through a worker, and how many times it grew between them."""
-    fastest = {(row["how"], row["where"], row["size_bytes"]): min(row["runs_s"]) for row in rows}
-    lines = [f"{'fastest warm round trip':<27}{'where':<8}{format_bytes(smallest):>10}"
-             f"{format_bytes(largest):>10}{format_bytes(largest) + ' ÷ ' + format_bytes(smallest):>18}"]
-    for how, label in LABELS.items():
-        for where in ("local", "remote"):
-            if (how, where, smallest) in fastest and (how, where, largest) in fastest:
-                low, high = fastest[how, where, smallest], fastest[how, where, largest]
-                lines.append(f"{label:<27}{where:<8}{format_seconds(low):>10}{format_seconds(high):>10}"
-                             f"{format_ratio(high / low):>17}×")
-    return "\n".join(lines)
-
-
 def plot_round_trips(rows: list[dict], axes) -> None:
-    """Fastest warm round trip against size (noise only adds time), log-log, one line per way,
-    floors (a) and (b) dashed:
+    """Median warm round trip against size, log-log, one line per way, floors (a) and (b) dashed:
     local round trips on ``axes[0]``, remote ones on ``axes[1]``."""
     sizes = sorted({row["size_bytes"] for row in rows})
     floors = {row["size_bytes"]: (row["warm_floor_s"], row["fresh_floor_s"]) for row in rows}
@@ -191,7 +175,7 @@ def plot_round_trips(rows: list[dict], axes) -> None:
               "remote": "remote round trip (to a worker and back)"}
     for ax, where in zip(axes, ("local", "remote"), strict=True):
         for how, label in LABELS.items():
-            points = sorted((row["size_bytes"], min(row["runs_s"])) for row in rows
+            points = sorted((row["size_bytes"], row["median_s"]) for row in rows
                             if row["how"] == how and row["where"] == where)
             if points:
                 ax.plot([size / MiB for size, _ in points], [seconds for _, seconds in points],
@@ -201,7 +185,7 @@ def plot_round_trips(rows: list[dict], axes) -> None:
         ax.plot([size / MiB for size in sizes], [floors[size][1] for size in sizes], "k:",
                 label="floor (b): copy into a new segment")
         ax.set(xscale="log", yscale="log", xlabel="array size (MiB)",
-               ylabel="round trip, fastest warm run (s)", title=titles[where])
+               ylabel="round trip, median warm run (s)", title=titles[where])
         ax.grid(True, which="major", alpha=0.3)
     axes[0].legend(fontsize="small")
 

@@ -78,11 +78,3 @@ def test_the_reveal_table_names_each_expression_shared_or_copied_each_way(measur
         words = line.split()[-len(reducers.WAYS):]
         assert line.startswith(expression) and words == [word] * len(reducers.WAYS), line
 
-
-def test_the_growth_table_divides_the_fastest_run_at_the_largest_size_by_the_smallest():
-    rows = [{"how": "pickle", "where": where, "size_bytes": size, "runs_s": runs}
-            for where, size, runs in (("local", 1, [0.002, 0.001]), ("local", 64, [0.3, 0.16]),
-                                      ("remote", 1, [0.004]))]
-    lines = pickler_reductions_torch.format_growth(rows, 1, 64).splitlines()
-    assert len(lines) == 2 and lines[1].split()[:3] == ["stdlib", "pickle", "local"]
-    assert lines[1].endswith("160×") and "1 ms" in lines[1] and "160 ms" in lines[1]
