@@ -158,7 +158,7 @@ def exercise_calls(array: np.ndarray) -> dict[str, tuple[Callable, tuple]]:
     return {
         "hashlib.sha256(data).digest()": (lambda d: hashlib.sha256(d).digest(), (data,)),
         "zlib.compress(data)": (zlib.compress, (data,)),
-        'data.count(b"\\0")': (bytes.count, (data, b"\0")),
+        "data.count(0)": (bytes.count, (data, 0)),  # how many zero bytes
         "sorted(numbers)": (sorted, (numbers,)),
         "np.sort(values)": (np.sort, (array[: 2**18],)),
         "np.sum(objects)": (np.sum, (objects,)),
@@ -169,7 +169,7 @@ def exercise_calls(array: np.ndarray) -> dict[str, tuple[Callable, tuple]]:
 # docs say nothing: it runs in C on raw memory, yet CPython's bytes methods do not release the GIL
 # (the probe in the lesson and test_threads_or_processes hold this).
 DOCUMENTED = {"hashlib.sha256(data).digest()": True, "zlib.compress(data)": True,
-              'data.count(b"\\0")': False, "sorted(numbers)": False,
+              "data.count(0)": False, "sorted(numbers)": False,
               "np.sort(values)": True, "np.sum(objects)": False}
 
 
@@ -209,7 +209,7 @@ EXERCISE = Exercise(
          "every NumPy call releases the GIL, whatever the array holds"),
         ({**DOCUMENTED, "sorted(numbers)": True},
          "a builtin written in C, like sorted, releases the GIL"),
-        ({**DOCUMENTED, 'data.count(b"\\0")': True},
+        ({**DOCUMENTED, "data.count(0)": True},
          "C code on raw bytes releases the GIL"),
         ({name: False for name in DOCUMENTED},
          "no call lets another thread run: the GIL serialises all of Python's threads"),

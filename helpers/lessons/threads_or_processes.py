@@ -326,10 +326,10 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
                        usable_cpus: int, free_threaded: bool, array_bytes: int, python_bytes: int,
                        wait_limit: float | None = None) -> str:
     """Section 1's conclusion in Markdown, from the fan-outs ``by`` (kind, task) and whether each judged
-    speed-up was measured with CPUs to spare (``calm``): speed-ups on fastest runs and on medians, what
-    one process pays to receive its chunk, and the share of NumPy's processes' time spent sending.
-    The control counts as proof of free CPUs only while the tree's threads waiting for a CPU stayed
-    at most ``wait_limit`` at once on average (default: a quarter of the workers)."""
+    speed-up was measured with CPUs to spare (``calm``): speed-ups on fastest runs and on medians, and the
+    share of NumPy's processes' time spent sending. The control counts as proof of free CPUs only while
+    the tree's threads waiting for a CPU stayed at most ``wait_limit`` at once on average (default: a
+    quarter of the workers)."""
     n = max(next(iter(by.values())).timings)
     wait_limit = n / 4 if wait_limit is None else wait_limit
     up = {key: s.speed_ups()[n] for key, s in by.items()}
@@ -344,7 +344,6 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     send_cost = fastest[processes_np] / fastest[threads_np]
     per_element = (one[threads_py] / python_bytes) / (one[threads_np] / array_bytes)
     slower = fastest[processes_py] > fastest[threads_py]
-    behind = one[processes_py] / one[threads_py]  # one process's time over one thread's
 
     def waited(key):  # why a speed-up is not judged on this run, if it is not
         return ("" if calm.get(key, True) else
@@ -364,11 +363,7 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
             + f". {n} processes ran {up[processes_py]:.2f}× as fast as one "
             f"({up_median[processes_py]:.2f}× on medians{waited(processes_py)}){late}. "
             f"They {'took longer than' if slower else 'took less time than'} the threads "
-            f"({format_seconds(fastest[processes_py])} against {format_seconds(fastest[threads_py])}): "
-            f"one process, which first receives its chunk, took {behind:.2f}× one thread's time, "
-            + ((f"and the threads still gained {up[threads_py]:.2f}×." if behind <= up[processes_py] else
-                f"more than the {up[processes_py]:.2f}× that {n} workers won back.")
-               if slower else f"and {n} workers won that back."))
+            f"({format_seconds(fastest[processes_py])} against {format_seconds(fastest[threads_py])}).")
     control_wait = by[control].waited_for_cpu
     if usable_cpus >= n >= 2 and control_wait > wait_limit:
         cpus = (f"sped up {up[control]:.2f}× on fastest runs, {up_median[control]:.2f}× on medians (CPU "
@@ -399,9 +394,11 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
 
 
 def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = None) -> str:
-    """The lesson's first takeaway in Markdown: which kind of worker won each sum on this run (fastest
-    runs of the most workers measured), and, per sum, whether processes that were sent nothing (its
-    control, ``OWN_CHUNK``) beat the threads, and what receiving the chunk cost one process."""
+    """The lesson's first two takeaways, as Markdown bullets: which kind of worker won each sum on this
+    run (fastest runs of the most workers measured), whether NumPy's processes beat the threads even
+    when sent nothing (its control, ``OWN_CHUNK``); then when processes pay off for Python code: what
+    sending a float cost one process (one worker's fastest run less its control's) against the work
+    n workers save on it (the loop's time per float on one thread, times 1 - 1/n)."""
     n = max(next(iter(by.values())).timings)
     limit = n / 4 if wait_limit is None else wait_limit  # a control that waited more ran no fair race
     fastest = {key: s.timings[n].min for key, s in by.items()}
@@ -414,31 +411,47 @@ def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = No
         won = [f"{TASK_LABELS[task]} ({format_seconds(p)} against {format_seconds(t)} on threads)"
                for task, (t, p) in times.items() if p < t]
         head = f"**On this run processes won** on {n} workers: {' and '.join(won)}; threads won the rest."
-    per_sum = []
-    for task, name in (("sum_python", "the Python loop"), ("sum_numpy", "NumPy's sum")):
-        own = by.get((PROCESSES, OWN_CHUNK[task]))
-        if own is None:
-            continue
-        threads, unsent = fastest[THREADS, task], own.timings[n].min
-        one, one_unsent = by[PROCESSES, task].timings[1].min, own.timings[1].min
-        receiving = (f"; receiving the chunk cost one process about {format_seconds(one - one_unsent)} of "
-                     f"its {format_seconds(one)}" if task == "sum_python" and one > one_unsent else "")
-        wait = max(own.waited_for_cpu, by[THREADS, task].waited_for_cpu)
-        if wait > limit:  # either side waited for a CPU: no fair race
-            per_sum.append(f"For {name}, processes with nothing sent took {format_seconds(unsent)} against "
-                           f"the threads' {format_seconds(threads)}, but with a CPU wait of {wait:.2f}, "
-                           f"over the {limit:.2f} limit, this was no fair race{receiving}.")
-        elif unsent < 0.8 * threads:  # a clear win, not noise
-            per_sum.append(f"For {name}, processes that were sent nothing (each made its own numbers) won: "
-                           f"{n} took {format_seconds(unsent)} against the threads' {format_seconds(threads)}"
-                           f"{receiving}. Sharing the array (lessons 04 to 08) aims at that.")
-        else:
-            per_sum.append(f"For {name}, even processes with nothing sent ({format_seconds(unsent)}) did "
-                           f"not clearly beat threads ({format_seconds(threads)}){receiving}.")
-    if not per_sum:
-        per_sum = ["Processes pay off where there is Python work to split, once the array is shared, "
-                   "not sent (lessons 04 to 08)."]
-    return " ".join([head, *per_sum])
+
+    def unfair(task):  # why the race of processes sent nothing against threads was not fair, if it was not
+        wait = max(by[PROCESSES, OWN_CHUNK[task]].waited_for_cpu, by[THREADS, task].waited_for_cpu)
+        return f"; CPU wait {wait:.2f}, over the {limit:.2f} limit: no fair race" if wait > limit else ""
+
+    numpy_own = by.get((PROCESSES, OWN_CHUNK["sum_numpy"]))
+    if numpy_own is not None:
+        unsent, threads = numpy_own.timings[n].min, fastest[THREADS, "sum_numpy"]
+        race = f"({format_seconds(unsent)} against {format_seconds(threads)}{unfair('sum_numpy')})."
+        head += (f" Whether NumPy's processes, sent nothing, beat its threads is not judged {race}"
+                 if unfair("sum_numpy") else
+                 f" Sent nothing, NumPy's processes beat its threads {race}" if unsent < 0.8 * threads else
+                 f" Even sent nothing, NumPy's processes did not clearly beat its threads {race}")
+    loop_own = by.get((PROCESSES, OWN_CHUNK["sum_python"]))
+    floats = by[THREADS, "sum_python"].nbytes // 8  # float64
+    if loop_own is None or not floats:
+        return (f"- {head}\n- Processes pay off where there is Python work to split, once the array is "
+                "shared, not sent (lessons 04 to 08).")
+    work = by[THREADS, "sum_python"].timings[1].min / floats
+    receiving = max(0.0, by[PROCESSES, "sum_python"].timings[1].min - loop_own.timings[1].min) / floats
+    threads, processes = times["sum_python"]
+    saved = work * (1 - 1 / n)  # what n workers take off each element's work, sending aside
+    share = "half of that" if n == 2 else f"the {saved * 1e9:.0f} ns that {n} workers save"
+    lost = processes > threads
+    rule = (f"**Python code holds the GIL, so it needs processes** (or a free-threaded build), and they pay "
+            f"off only when sending an element costs less than the work they save on it: here the loop spent "
+            f"about {work * 1e9:.0f} ns per float, and sending one to a process cost about "
+            f"{receiving * 1e9:.0f} ns, {'more' if receiving > saved else 'less'} than {share}, "
+            f"{'so' if (receiving > saved) == lost else 'yet'} {n} processes "
+            f"{'lost to' if lost else 'beat'} the threads; sent nothing, {n} of them took "
+            f"{format_seconds(loop_own.timings[n].min)} against the threads' {format_seconds(threads)}"
+            + (f" ({unfair('sum_python')[2:]})" if unfair("sum_python") else "")
+            + ". Heavier work per element, or sharing the array (lessons 04 to 08), "
+            "tips the balance.")
+    return f"- {head}\n- {rule}"
+
+
+def format_change(nbytes: float) -> str:
+    """A memory change for a reader: ``format_bytes``, or "~0" under 1 MiB either way (the sampler's
+    noise, where a part can read larger than the whole)."""
+    return "~0" if abs(nbytes) < 2**20 else format_bytes(nbytes)
 
 
 def plot_scaling(scalings: list[Scaling], usable_cpus: int):

@@ -254,7 +254,8 @@ def _scalings(python_processes_fastest: float) -> dict:
     """Section 1's five fan-outs as this lesson stored them once (seconds), the Python loop's
     processes at ``python_processes_fastest`` on two workers."""
     def scaling(kind, task, one, two):
-        return lesson.Scaling(kind, task, {1: _timing(*one), 2: _timing(*two)})
+        nbytes = 4 * 2**20 if task == "sum_python" else 128 * 2**20
+        return lesson.Scaling(kind, task, {1: _timing(*one), 2: _timing(*two)}, nbytes=nbytes)
     made = [scaling(lesson.THREADS, "sum_numpy", (7.1e-3, 6.8e-3), (4.9e-3, 3.6e-3)),
             scaling(lesson.PROCESSES, "sum_own_chunk", (8e-3, 7.4e-3), (4.5e-3, 4.1e-3)),
             scaling(lesson.THREADS, "sum_python", (7e-3, 6.6e-3), (7e-3, 6.8e-3)),
@@ -275,13 +276,29 @@ def test_the_conclusion_and_the_takeaway_say_who_won_each_sum():
     assert "less than its own control's 1.97× (nothing sent)" in lesson.scaling_conclusion(
         by, {}, 2, False, 128 * 2**20, 4 * 2**20)
     said = lesson.verdict(by)
-    assert "For the Python loop, processes that were sent nothing (each made its own numbers) won" in said
-    assert "2 took 3.5 ms against the threads' 6.8 ms" in said and "shared" not in said.split("Sharing")[0]
-    assert "receiving the chunk cost one process about 3.6 ms of its 10.5 ms" in said
-    assert "even processes with nothing sent (4.1 ms) did not clearly beat threads (3.6 ms)." in said
+    # per float: 6.6 ms / 524,288 floats = 12.6 ns of work, 2 workers save half; (10.5 - 6.9) ms / 524,288
+    # = 6.9 ns to receive: more than the 6.3 ns saved, so the processes lose
+    assert "the loop spent about 13 ns per float, and sending one to a process cost about 7 ns, more than " \
+           "half of that, so 2 processes lost to the threads; sent nothing, 2 of them took 3.5 ms " \
+           "against the threads' 6.8 ms." in said
+    assert "Even sent nothing, NumPy's processes did not clearly beat its threads (4.1 ms against 3.6 ms)." \
+        in said
+    assert said.count("\n- ") == 1 and said.startswith("- ")
+    slow = dict(by)
+    slow[lesson.PROCESSES, "sum_python"] = lesson.Scaling(
+        lesson.PROCESSES, "sum_python", {1: _timing(15e-3, 13.7e-3), 2: _timing(10.4e-3, 7.6e-3)},
+        nbytes=4 * 2**20)  # receiving: (13.7 - 6.9) ms / 524,288 floats = 13 ns, as much as the work
+    assert "about 13 ns per float, and sending one to a process cost about 13 ns, more than half of that, " \
+        "so 2 processes lost" in lesson.verdict(slow)
+    cheap = dict(by)  # receiving: (8 - 6.9) ms / 524,288 = 2 ns, less than half the work, yet they lost
+    cheap[lesson.PROCESSES, "sum_python"] = lesson.Scaling(
+        lesson.PROCESSES, "sum_python", {1: _timing(9e-3, 8e-3), 2: _timing(10.4e-3, 7.6e-3)},
+        nbytes=4 * 2**20)
+    assert "about 2 ns, less than half of that, yet 2 processes lost to the threads" in lesson.verdict(cheap)
     own = by[lesson.PROCESSES, "sum_own_chunk"]
     by[lesson.PROCESSES, "sum_own_chunk"] = lesson.Scaling(own.kind, own.task, own.timings, 1.42)
-    assert "with a CPU wait of 1.42, over the 0.50 limit, this was no fair race." in lesson.verdict(by, 0.5)
+    assert "is not judged (4.1 ms against 3.6 ms; CPU wait 1.42, over the 0.50 limit: no fair race)." in \
+        lesson.verdict(by, 0.5)
     by[lesson.PROCESSES, "sum_own_chunk"] = own
     control = by[lesson.PROCESSES, "sum_own_chunk"]
     by[lesson.PROCESSES, "sum_own_chunk"] = lesson.Scaling(control.kind, control.task, control.timings, 0.73)
