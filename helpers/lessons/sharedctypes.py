@@ -168,10 +168,14 @@ def arena_together(_=None) -> tuple[str, int, int]:
     return arena_of(_worker["array"])
 
 
-def sum_whole_together(_=None) -> float:
-    """Like ``pid_together``, one per worker, then sum the whole shared array (reads every page)."""
+def read_whole_together(_=None) -> tuple[float, float]:
+    """Like ``pid_together``, one per worker, then sum the whole shared array; return the sum and this
+    worker's CPU seconds in it (page faults included, waits for a CPU excluded): a worker's first read
+    maps every page of the array."""
     _wait_for_peers()
-    return float(np.sum(_worker["array"]))
+    cpu_start = time.thread_time()
+    total = float(np.sum(_worker["array"]))
+    return total, time.thread_time() - cpu_start
 
 
 def sum_slice_together(bounds: tuple[int, int]) -> float:

@@ -62,13 +62,14 @@ def test_pool_workers_read_the_array_they_received_in_their_initializer():
     with SPAWN.Pool(2, initializer=demo.init_worker, initargs=(shared, barrier)) as pool:
         pids = pool.map(demo.pid_together, range(2), chunksize=1)
         slice_sums = pool.map(demo.sum_slice_together, bounds, chunksize=1)
-        whole_sums = pool.map(demo.sum_whole_together, range(2), chunksize=1)
+        whole_reads = pool.map(demo.read_whole_together, range(2), chunksize=1)
         arenas = pool.map(demo.arena_together, range(2), chunksize=1)
         pool.close()
         pool.join()
     assert len(set(pids)) == 2 and os.getpid() not in pids
     assert np.isclose(sum(slice_sums), source.sum())
-    assert np.allclose(whole_sums, source.sum())
+    assert np.allclose([total for total, _ in whole_reads], source.sum())
+    assert all(cpu_seconds > 0 for _, cpu_seconds in whole_reads)
     path, inode, size = demo.arena_of(view)
     assert "/pym-" in path and path.endswith("(deleted)") and size >= view.nbytes
     assert all(arena[1] == inode for arena in arenas)
