@@ -16,6 +16,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -337,3 +338,11 @@ def write_through_memmap(spec, index: int, value: float, mode: str) -> float:
         return float(array[index])
     finally:
         del array
+
+
+def write_and_die(spec, index: int, value: float) -> None:
+    """Map the file 'r+', write ``value`` at ``index`` and SIGKILL this process: no ``flush()``, no
+    unmap, no exit handler. The write is in the page cache already, so the file keeps it."""
+    array = spec.open("r+")
+    array[index] = value
+    os.kill(os.getpid(), signal.SIGKILL)

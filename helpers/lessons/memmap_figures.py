@@ -53,7 +53,7 @@ def plot_reads(reads: Mapping[tuple[str, str], Timing], in_ram_s: float, warm_fl
     log = max(bars.values()) > LOG_SCALE_SPAN * min(bars.values())
     ax = plot_bars(bars, "milliseconds" + (" (log scale)" if log else ""),
                    f"Map and sum a {format_bytes(array_bytes)} file",
-                   reference=warm_floor_s * 1e3, reference_label="memcpy floor, warm", log=log)
+                   reference=warm_floor_s * 1e3, reference_label="floor (a): one warm memcpy", log=log)
     if log:
         ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
@@ -139,8 +139,8 @@ def plot_rss_and_pss(report, kinds: Iterable[str] = ("disk", "tmpfs")):
     report.name_roles(named=workers_of_each_kind(report, kinds))
     keep_one_mark_per_state(report)
     fig, (ax_rss, ax_pss) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained", sharey=True)
-    report.plot("rss", ax=ax_rss, title="RSS: each worker counts the file's pages again")
-    report.plot("pss", ax=ax_pss, title="PSS: the tree holds the file's pages once")
+    report.plot("rss", ax=ax_rss, title="RSS: each worker counts the file's pages again (workers overlap)")
+    report.plot("pss", ax=ax_pss, title="PSS: the tree holds the file's pages once (workers overlap)")
     for ax in (ax_rss, ax_pss):
         lift_mark_labels(ax)
     return fig
@@ -202,13 +202,14 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
     if faults["tmpfs"] > 2 * faults["disk"]:
         timing += f", with {format_ratio(faults['tmpfs'] / faults['disk'])}× the faults"
         small = huge in (None, "never", "deny")
-        pages = ("keeps 4 KiB pages, and a fault maps only a few of them" if small
+        pages = ("keeps 4 KiB pages" if small
                  else "still mapped less per fault")
         return text + (
-            "The disk's page cache keeps this file in large blocks of pages (*folios*), one fault mapping a "
-            f"block; this tmpfs (`huge={huge}`{': no huge pages' if small else ''}) {pages}. "
-            + timing + (": a mapping starts empty, so every read pays its faults again."
-                        if slower > 1.1 else ", so here the faults did not decide it."))
+            "The disk's page cache keeps this file in large blocks of pages (*folios*); "
+            f"this tmpfs (`huge={huge}`{': no huge pages' if small else ''}) {pages}. "
+            + timing + ("; how much of that the faults cost, this run does not measure. A tmpfs mounted "
+                        "`huge=within_size` may close the gap: measure yours." if slower > 1.1
+                        else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
         return text + ("Here the disk file needed more faults: its page cache held it in smaller blocks. "
                        + timing + ".")
@@ -250,42 +251,43 @@ def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[flo
                           dumping: Iterable[float], dump_s: float, floor_a_s: float, floor_b_s: float,
                           array_bytes: int, dumped_to: Path, tasks: int) -> str:
     """Markdown: joblib's calls ``times`` ('auto-memmap', 'our memmap', 'pickled'; seconds) compared at
-    the median and in the fastest runs; how many auto-memmapped runs waited to delete their dump's
-    folder (``retry_waits``, per run, from ``joblib_memmap.time_calls``); what auto-memmapping added to
-    our memmap's median (its runs less their waits) and how much of it the dump inside the calls took
-    (``dumping``, per run);
-    ``joblib.dump`` of the array timed alone (``dump_s``) against floors (b) and (a)."""
+    the median, auto-memmap's runs taken less the waits to delete their dump's folder (``retry_waits``,
+    per run, from ``joblib_memmap.time_calls``), and how the waits moved its median; what
+    auto-memmapping added to our memmap's median and how much of it the dump inside the calls took
+    (``dumping``, per run); ``joblib.dump`` of the array timed alone (``dump_s``) against floor (a),
+    and against floor (b), which it need not reach (``write()`` takes no page fault per page)."""
     auto, ours, pickled = (times[how] for how in ("auto-memmap", "our memmap", "pickled"))
     waits = list(retry_waits)
-    text = (f"Calls of {tasks} tasks took **{format_seconds(auto.median)}** auto-memmapped and "
-            f"**{format_seconds(pickled.median)}** pickled at the median "
-            f"({format_ratio(pickled.median / auto.median)}× as long), {format_seconds(auto.min)} and "
-            f"{format_seconds(pickled.min)} at the fastest ({format_ratio(pickled.min / auto.min)}×). ")
     waited = [wait for wait in waits if wait > 0]
     unwaited = statistics.median(run - wait for run, wait in zip(auto.runs, waits, strict=True))
+    text = (f"Calls of {tasks} tasks took **{format_seconds(unwaited)}** auto-memmapped"
+            f"{' (each run less its wait, below)' if waited else ''} and "
+            f"**{format_seconds(pickled.median)}** pickled at the median: pickling took "
+            f"{format_ratio(pickled.median / unwaited)}× as long. ")
     if waited:
-        median_side = "the median leaves them out" if 2 * len(waited) < len(waits) else "the median too"
         up_to = "" if len(set(waited)) == 1 else "up to "
-        text += (f"{len(waited)} of the {len(waits)} auto-memmapped calls waited {up_to}"
-                 f"{format_seconds(max(waited))} more ({median_side}): joblib retries deleting the dump's "
-                 "folder until loky's resource tracker has removed the dump (`joblib/disk.py`); without "
-                 f"those waits, {format_seconds(unwaited)}. ")
+        text += (f"{len(waited)} of the {len(waits)} auto-memmapped calls also waited {up_to}"
+                 f"{format_seconds(max(waited))}: joblib retries deleting the dump's folder until loky's "
+                 "resource tracker has removed the dump (`joblib/disk.py`); with the waits, the median was "
+                 f"{format_seconds(auto.median)}. ")
     added, dumped = unwaited - ours.median, statistics.median(dumping)
-    than_that = " than that" if waited else ""  # than the median without the waits, just given
-    text += (f"Our memmap (no dump; timed in turns) took {format_seconds(ours.median)}, "
-             f"{format_seconds(added)} less{than_that}; the dump took {format_seconds(dumped)} inside a call")
+    text += (f"Our memmap (timed in turns) took {format_seconds(ours.median)}, {format_seconds(added)} less "
+             f"than auto-memmap; the dump took {format_seconds(dumped)} inside a call")
     if added - dumped > 0.25 * added:
-        text += (f", the other {format_seconds(added - dumped)} joblib's bookkeeping around it (a folder, "
-                 "the file's registration with loky's resource tracker, its deletion), not timed apart")
+        text += (f", the other {format_seconds(added - dumped)} joblib's bookkeeping around it (folders, "
+                 "loky's resource tracker), not timed apart")
     elif dumped > 1.25 * added:
         text += ", more than that difference: the calls' spread hides the rest"
-    where = "`/dev/shm`" if dumped_to.is_relative_to("/dev/shm") else "the page cache"
-    text += (f". Alone, the dump (`joblib.dump` of {format_bytes(array_bytes)} into `{dumped_to}`) took "
-             f"{format_seconds(dump_s)}: {format_ratio(dump_s / floor_b_s)}× floor (b) "
-             f"({format_seconds(floor_b_s)}), its like-for-like floor (both fill pages new to {where}")
-    text += "; `write()` without a fault per page)" if dump_s < floor_b_s else ")"
-    return text + (f", {format_ratio(dump_s / floor_a_s)}× floor (a) ({format_seconds(floor_a_s)}, pages "
-                   "already there).")
+    text += (f". Alone, `joblib.dump` of {format_bytes(array_bytes)} into `{dumped_to}` took "
+             f"{format_seconds(dump_s)}, {format_ratio(dump_s / floor_a_s)}× floor (a) "
+             f"({format_seconds(floor_a_s)}, a copy into pages already there). ")
+    if dump_s < floor_b_s:
+        return text + (f"Floor (b) ({format_seconds(floor_b_s)}, a copy into a new `/dev/shm` segment, a "
+                       "page fault per 4 KiB page) is no floor for it: it writes with `write()`, which fills "
+                       "new pages without a fault per page, so it took "
+                       f"{format_ratio(dump_s / floor_b_s)}× floor (b).")
+    return text + (f"Floor (b), a copy into a new `/dev/shm` segment, took {format_seconds(floor_b_s)}: "
+                   f"the dump took {format_ratio(dump_s / floor_b_s)}× that.")
 
 
 def describe_joblib_memory(pickled_held: float, dump: FileMemory,
