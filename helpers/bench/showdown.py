@@ -280,6 +280,16 @@ def _pickle_much_slower(medians: dict) -> Claim:
                  f"pickle's fan-out is {factor:.1f}× the slowest of the others ({slowest})", factor)
 
 
+def joblib_against_pickle(results: Sequence) -> str:
+    """' joblib (a dump per call) took 2.2× pickle's time here.' when joblib's fan-out was slower than
+    pickle's (the blog's first claim leaves joblib out); "" otherwise, or when either did not run."""
+    medians = fan_out_medians(results)
+    if "joblib" not in medians or "pickle" not in medians or medians["joblib"] <= medians["pickle"]:
+        return ""
+    times = _factor(medians["joblib"] / medians["pickle"])
+    return f" joblib (a dump per call) took {times}× pickle's time here."
+
+
 def _zero_copy_close(medians: dict) -> Claim:
     text = f"fork, sharedctypes, SharedMemory, ray.put close (within {CLOSE_TOGETHER:g}×)"
     group = {name: medians[name] for name in BLOG_ZERO_COPY if name in medians}
@@ -478,8 +488,10 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         text += f"; `{behind}` came close here: " + (
             f"a fixed cost per task (there {_times_fastest(there, behind)}, falling with size)"
             if _falls(there, behind) else f"there {_times_fastest(there, behind)}")
-    if here.claims[1].holds:
-        how = f"within {CLOSE_TOGETHER:g}×, as the blog found"
+    if here.claims[1].holds and noisy[1]:
+        how = f"within one run's noise, so no verdict; slowest here: `{slowest}`"
+    elif here.claims[1].holds:
+        how = f"within {CLOSE_TOGETHER:g}×, as the blog found (slowest here: `{slowest}`)"
     else:
         how = f"slowest `{slowest}`"
         # The reference's slowest, too slow here on its own: the claim fails here for the reason said.
@@ -567,12 +579,12 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
                       if name in ("shared_memory", "sharedctypes")) == 1
         within = NOISE_FACTOR if one_run else SAME_WITHIN  # one timed run ranks nothing closer (section 5)
         how = ("was faster" if ctypes * within < shm else "was slower" if ctypes > shm * within
-               else "was as fast, within one run's noise," if one_run else "was about as fast")
+               else "was within one run's noise of it" if one_run else "was about as fast")
         joined = "and" if how == "was slower" else "but"
         read_only += f" {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a)) {joined}"
     read_only += " reaches workers only when they start."
     executor = ("- **Existing pool code:** the shared-memory executor (08) or a pickler reduction (09). The "
-                "executor copies each array per submit into a segment of its own: put an array many tasks "
+                "executor copies each array per submit: put an array many tasks "
                 "read in a `SharedNDArray` first (08).")
     return "\n".join([
         "- **The work releases the GIL:** threads (01): they read the array itself.",
@@ -687,7 +699,7 @@ def noise_note(results: Sequence, short: bool = False) -> str:
     low, high = min(one, key=added.get), max(one, key=added.get)
     off = max(abs(added[name] - 1) for name in one) * done[one[0]].array_bytes
     if short:
-        return "Other memory moves too: read them to the nearest whole array."
+        return "Read each figure to the nearest whole array."
     text = (f"Read them to the nearest whole array: the ways that map one copy read "
             f"{format_arrays(added[low])} (`{low}`) to {format_arrays(added[high])} (`{high}`), up to "
             f"{format_bytes(off)} off, as the processes' other memory moves between the idle and the "
@@ -736,12 +748,14 @@ def kept_buffers(results: Sequence, references: Sequence) -> str:
     if pickling:
         hatched = " (hatched)" if all(name in HELD_COPIES for name in pickling) else ""
         text = (f"{names(pickling)} {_verb(pickling, 'holds', 'hold')} more than {_their(pickling)} copies"
-                f"{hatched}: at {format_bytes(array_bytes)}, under glibc's "
-                f"{format_bytes(GLIBC_MMAP_THRESHOLD_MAX)}, a process that pickled or unpickled the array "
-                "keeps the freed buffers for reuse")
+                f"{hatched}: below {format_bytes(GLIBC_MMAP_THRESHOLD_MAX)}, C's allocator (glibc malloc) "
+                "keeps a pickled or unpickled array's freed buffers for reuse, not returning them to the "
+                "kernel")
         larger = next((r for r in references if r.size_bytes >= GLIBC_MMAP_THRESHOLD_MAX), None)
         if larger is not None and measured(larger, pickling):
             text += f" (the reference at {format_bytes(larger.size_bytes)}: {measured(larger, pickling)})"
+        if hatched:
+            text += ". The hatched part is what remains above the expected copies, not measured apart"
         parts.append(text + ".")
     if others:
         text = (f"{names(others)} added more than {_their(others)} copies here, which this run does not "
@@ -821,7 +835,7 @@ COPY_PER_TASK = ("pickle", "manager", "executor", "reducer_torch", "reducer_shar
 # What a way that does not copy per task does instead, when its fan-out is among the slowest.
 NOT_PER_TASK = {"joblib": "copies it once per call",
                 "memmap_disk": "copies nothing but maps the file afresh in every task",
-                "memmap_tmpfs": "copies nothing but maps the file afresh in every task",
+                "memmap_tmpfs": "copies nothing, with more page faults per read than disk (lesson 06)",
                 "shared_memory": "copies nothing but maps the segment afresh in every task"}
 
 
@@ -887,8 +901,10 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None) -> str:
     text = (f" **The hypothesis held {'in part' if clear else 'within the noise of one run'}** "
             f"(fan-outs, × floor (a)): {lead}")
     if clear:
-        text += (f"; {_and([instead(name) for name in clear])}, took over {noise} as long as "
-                 f"{listed(left_out)}, which {_verb(left_out, 'does', 'do')}")
+        times = min(fan[name] for name in clear) / max(fan[name] for name in left_out)
+        least = "at least " if len(clear) + len(left_out) > 2 else ""
+        text += (f"; {_and([instead(name) for name in clear])}, took {least}{_factor(times)}× as long as "
+                 f"{listed(left_out)}, which {_verb(left_out, 'copies', 'copy')} it per task")
     if tied:
         near = [name for name in left_out if max(fan[t] for t in tied) < NOISE_FACTOR * fan[name]]
         whom = "them" if clear and near == left_out else listed(near)
@@ -957,9 +973,10 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing], joblib_du
     if len(fan) < 2 or len(trip) < 2:
         return "*What to see:* too few strategies ran here to compare."
     slow_trips = sorted(trip, key=trip.__getitem__, reverse=True)[:len(RESULT_PICKLED_BACK)]
-    return ("*What to see*: " + _round_trips_against_floor_b(trip, slow_trips, fresh / warm)
-            + _threads_round_trip(done, fresh) + late_start_markdown(results)
-            + _hypothesis(fan, None if joblib_dump is None else joblib_dump.median / warm))
+    dump = None if joblib_dump is None else joblib_dump.median / warm
+    parts = [_round_trips_against_floor_b(trip, slow_trips, fresh / warm) + _threads_round_trip(done, fresh),
+             late_start_markdown(results), _hypothesis(fan, dump)]
+    return "*What to see*:\n\n" + "\n".join(f"- {part.strip()}" for part in parts if part)
 
 
 # What the extra start-up of a pool that gets the array as it starts holds, over one started on a stand-in.
@@ -979,8 +996,9 @@ NOTHING_SET_UP = 1e-4  # seconds: a setup under this made nothing (the array goe
 # 1 MiB with 6 threads (MEMCOPY_THREADS, ray/includes/serialization.pxi: parallel_memcopy) into its own
 # store. Timed apart on a 2-core VM (16 MiB), puts into a fresh store's pages took 1.1x to 1.6x floor
 # (b), puts into reused pages 0.3x to 0.45x: which pages a put got is not measured here, so the lesson
-# says only that Ray's copy is not floor (b)'s.
-RAY_PUT_DIFFERS = "Ray's own serializer and store copy it, not timed apart here"
+# names the threads (lesson 10 shows them) and leaves the pages untimed.
+RAY_PUT_DIFFERS = ("Ray's serializer copies a large buffer with 6 threads (lesson 10), floor (b) with one; "
+                   "which store pages it filled is not timed here")
 # A late pool's setup is the difference of two pool start-ups, each timed once.
 START_DIFFERENCE = "a difference of two start-ups timed once"
 
