@@ -373,13 +373,15 @@ def track_memory_while_workers_hold(context, n_workers: int, data: np.ndarray) -
     return report
 
 
-def pss_rise(report: memory.MemoryReport, role: str, start: str, end: str) -> float:
+def pss_rise(report: memory.MemoryReport, role: str, start: str, end: str,
+             statistic: Callable[[list[int]], float] = max) -> float:
     """Bytes: the highest PSS the process named ``role`` ("parent", "worker 1": ``name_roles``)
-    reached between the marks ``start`` and ``end``, above its median PSS before ``start``."""
+    reached between the marks ``start`` and ``end`` (or another ``statistic`` of its samples there,
+    e.g. ``statistics.median``: where it stood most of the time), above its median PSS before ``start``."""
     pid = next(pid for pid, name in report.process_labels.items() if name == role)
     before = [sample.processes[pid].pss for sample in report.window(0.0, start) if pid in sample.processes]
     during = [sample.processes[pid].pss for sample in report.window(start, end) if pid in sample.processes]
-    return max(during) - statistics.median(before)
+    return statistic(during) - statistics.median(before)
 
 
 def rise_order(report: memory.MemoryReport, start: str, end: str, threshold: float) -> list[str]:

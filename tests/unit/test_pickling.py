@@ -141,6 +141,7 @@ def test_pss_rise_rise_order_and_rises_at_tree_peak_read_each_role_above_its_med
     report.process_labels.update({1: "parent", 2: "worker 1"})
     assert pickle_baseline.pss_rise(report, "parent", "send", "all holding") == 300 - 102
     assert pickle_baseline.pss_rise(report, "worker 1", "send", "all holding") == 90 - 5
+    assert pickle_baseline.pss_rise(report, "parent", "send", "all holding", statistic=min) == 220 - 102
     assert pickle_baseline.rise_order(report, "send", "all holding", 50) == ["parent", "worker 1"]
     assert pickle_baseline.rise_order(report, "send", "all holding", 150) == ["parent"]
     assert pickle_baseline.rise_order(report, "send", "all holding", 500) == []
