@@ -1,0 +1,72 @@
+"""The sentences lesson 08 renders from its timings (the notebook shows them, not the code that words them).
+
+``hand_built_conclusion`` words section 2 (a hand-built call against its steps and floor (b));
+``round_trips_what_to_see`` words section 5 (round trips through the stdlib and ours). Each takes the
+lesson's measurements and returns Markdown; the lesson's check cells assert the comparisons they state.
+"""
+
+from __future__ import annotations
+
+from helpers.lessons.shared_memory_executor import CallAndParts, NewResultParts, RoundTrips
+from helpers.lessons.shared_memory_tables import about
+from helpers.measure.timing import Timing
+from helpers.measure.units import format_bytes, format_seconds
+
+
+def hand_built_conclusion(parts: CallAndParts) -> str:
+    """Section 2's conclusion, from the fastest runs of ``parts``: a new segment against a warm copy,
+    the call against its steps 1 and 4 (wall-clock and CPU), ``copy_of`` against floor (b)."""
+    call = parts.call
+    steps = f"its steps 1 and 4 ({format_seconds(parts.copy_of.min)} + {format_seconds(parts.release.min)})"
+    call_over_steps = call.min / (parts.copy_of.min + parts.release.min)
+    paid = (f"cost {about(call_over_steps)}× {steps}" if call_over_steps < 0.9 else
+            f"cost about {steps}: the message is lost in the noise" if call_over_steps < 1.1
+            else f"cost {about(call_over_steps)}× {steps}: the steps, plus a round trip")
+    cpu_over_steps = parts.call_cpu.min / parts.segment_steps_cpu.min
+    cpu = "matched theirs" if 0.9 <= cpu_over_steps <= 1.1 else f"was {about(cpu_over_steps)}× theirs"
+    if call.iqr > 3 * parts.call_cpu.iqr and call.iqr > 0.1 * call.min:  # wall time spread, CPU time did not
+        cpu += (f" and hardly varied (IQR {format_seconds(parts.call_cpu.iqr)} against "
+                f"{format_seconds(call.iqr)} wall-clock): slower runs waited on a busy machine")
+    copy_of_over_b = parts.copy_of.min / parts.new_segment.min
+    against_b = (f"took {round(100 * (1 - copy_of_over_b))}% less than floor (b)" if copy_of_over_b < 0.97
+                 else "took longer than floor (b)" if copy_of_over_b > 1.03 else "about matched floor (b)")
+    return (f"**Conclusion.** Fastest runs: a copy into a new segment cost "
+            f"**{about(parts.new_segment.min / parts.warm.min)}×** a warm copy. A hand-built call "
+            f"({format_seconds(call.min)}) {paid}; its CPU time {cpu}. `copy_of` "
+            f"{against_b}; giving the pages back comes on top: the call cost "
+            f"{about(call.min / parts.new_segment.min)}× floor (b).")
+
+
+def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: RoundTrips, firsts: Timing,
+                            new_parts: NewResultParts, ours_new: Timing, parts: CallAndParts,
+                            array_bytes: int, small_bytes: int) -> str:
+    """Section 5's *What to see* and conclusion: the stdlib's warm echo against ours and floor (a),
+    a first call against ``copy_of`` (section 2), echoes already shared at two sizes, a sum read by the
+    worker, and ``x + 1`` against the sum of its parts timed apart."""
+    message = max(ours.warm.median - ours.warm_copy.median, 0.0)  # a warm echo less its copy
+    first_over = firsts.median / (parts.copy_of.median + message)
+    copy_of = (f"`copy_of`'s {format_seconds(parts.copy_of.median)}"
+               + (" plus a message" if firsts.median > parts.copy_of.median else ""))
+    first = f"about {copy_of}" if 0.85 <= first_over <= 1.2 else f"{about(first_over)}× {copy_of}"
+    new_sum = new_parts.read.median + new_parts.compute.median + parts.copy_of.median + parts.release.median
+    off = round(100 * (new_sum / ours_new.median - 1))  # the parts' sum against the call, in per cent
+    off_by = "" if abs(off) < 4 else f" ({abs(off)}% {'more' if off > 0 else 'less'})"
+    shared = (f"{format_seconds(ours.shared.min)} at {format_bytes(array_bytes)}, "
+              f"{format_seconds(ours_small.shared.min)} at {format_bytes(small_bytes)}")
+    return (
+        f"*What to see:* a warm echo took {format_seconds(stdlib.warm.median)} through the stdlib, "
+        f"**{about(stdlib.warm.median / ours.warm.median)}×** ours ({format_seconds(ours.warm.median)}, "
+        f"{about(ours.warm.median / parts.warm.median)}× floor (a); fastest runs "
+        f"{about(ours.warm.min / parts.warm.min)}×). First calls ({format_seconds(firsts.median)}, the pool "
+        f"emptied before each) made a segment: {first}. Already shared, fastest runs: {shared}: one message. "
+        "A task that reads the array also pays the worker's page faults each call: a sum took "
+        f"{format_seconds(new_parts.read.median)} warm, "
+        f"{format_seconds(new_parts.read_shared.median)} already shared, "
+        f"{format_seconds(new_parts.sum_here.median)} in this process. `x + 1` took "
+        f"{format_seconds(ours_new.median)} warm; its parts, timed apart, add up to "
+        f"{format_seconds(new_sum)}{off_by}: "
+        "a call that reads the array (the warm sum's), computing `x + 1` here "
+        f"({format_seconds(new_parts.compute.median)}) and a new result segment, made and unlinked "
+        f"({format_seconds(parts.copy_of.median)} + {format_seconds(parts.release.median)})."
+        "\n\n**Conclusion.** Warm: one copy into old pages plus a message; shared once: the message. Reading "
+        "the array adds the worker's page faults; a new big result, a new segment.")

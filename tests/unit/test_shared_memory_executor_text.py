@@ -1,0 +1,44 @@
+"""helpers.lessons.shared_memory_executor_text: lesson 08's sentences say what its timings say."""
+
+from __future__ import annotations
+
+from helpers.lessons import shared_memory_executor_text as text
+from helpers.lessons.shared_memory_executor import CallAndParts, NewResultParts, RoundTrips
+from helpers.measure.timing import Timing
+
+MiB = 1 << 20
+
+
+def ms(*values: float) -> Timing:
+    return Timing(tuple(value / 1e3 for value in values))
+
+
+def parts(call: Timing, call_cpu: Timing, copy_of: Timing | None = None) -> CallAndParts:
+    copy_of = ms(71, 72, 73) if copy_of is None else copy_of
+    return CallAndParts(warm=ms(7, 7, 7), new_segment=ms(78, 79, 80), segment_steps=ms(101, 102, 103),
+                        copy_of=copy_of, release=ms(30, 31, 32), call=call,
+                        segment_steps_cpu=ms(101, 102, 103), call_cpu=call_cpu)
+
+
+def test_the_hand_built_conclusion_says_what_the_fastest_runs_say():
+    quiet = text.hand_built_conclusion(parts(ms(102, 103, 104), ms(101, 102, 103)))
+    assert "**11×** a warm copy" in quiet
+    assert "cost about its steps 1 and 4 (71 ms + 30 ms)" in quiet and "its CPU time matched theirs" in quiet
+    assert "`copy_of` took 9% less than floor (b)" in quiet and "1.3× floor (b)" in quiet
+    busy = text.hand_built_conclusion(parts(ms(102, 150, 200), ms(101, 102, 103), copy_of=ms(85, 86, 87)))
+    assert "slower runs waited on a busy machine" in busy and "`copy_of` took longer than floor (b)" in busy
+
+
+def test_the_round_trips_paragraph_adds_up_the_parts_of_x_plus_one():
+    trips = RoundTrips(0.9, ms(829, 830, 831), None, ms(7, 7, 7))
+    ours = RoundTrips(0.08, ms(8, 8, 8), ms(0.4, 0.4, 0.4), ms(7, 7, 7))
+    small = RoundTrips(0.01, ms(1, 1, 1), ms(0.3, 0.3, 0.3), ms(0.4, 0.4, 0.4))
+    new_parts = NewResultParts(ms(35, 35, 35), ms(26, 26, 26), ms(7, 7, 7), ms(11, 11, 11))
+    said = text.round_trips_what_to_see(trips, ours, small, ms(75, 75, 75), new_parts, ms(148, 148, 148),
+                                        parts(ms(102, 103, 104), ms(101, 102, 103)), 128 * MiB, 8 * MiB)
+    assert "**100×** ours (8 ms, 1.1× floor (a)" in said
+    assert "made a segment: about `copy_of`'s 72 ms plus a message" in said
+    assert "its parts, timed apart, add up to 149 ms: " in said  # 35 + 11 + 72 + 31, within 1% of 148 ms
+    slower = text.round_trips_what_to_see(trips, ours, small, ms(75, 75, 75), new_parts, ms(138, 138, 138),
+                                          parts(ms(102, 103, 104), ms(101, 102, 103)), 128 * MiB, 8 * MiB)
+    assert "its parts, timed apart, add up to 149 ms (8% more): " in slower
