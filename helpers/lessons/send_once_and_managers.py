@@ -280,6 +280,20 @@ def seconds_to_start(context, n_workers: int, repeat: int = 3, initializer=None,
     return Timing(tuple(runs))
 
 
+def seconds_to_start_installing(context, n_workers: int, objects: Sequence,
+                                repeat: int = 3) -> tuple[Timing, list[Timing]]:
+    """``seconds_to_start`` of an empty pool and of a pool installing each of ``objects``: (the empty
+    pool's ``Timing``, one ``Timing`` per object). The pools start in turn, round after round
+    (``repeat`` rounds), so a slow spell of the machine falls on every kind rather than on one."""
+    pools = [(None, ())] + [(install, (obj,)) for obj in objects]
+    runs: list[list[float]] = [[] for _ in pools]
+    for _ in range(repeat):
+        for times, (initializer, initargs) in zip(runs, pools, strict=True):
+            times.extend(seconds_to_start(context, n_workers, 1, initializer, initargs).runs)
+    empty, *installing = (Timing(tuple(times)) for times in runs)
+    return empty, installing
+
+
 def read_seconds(items, indices: Sequence[int]) -> list[float]:
     """Seconds of each ``items[i]`` read, timed one by one (for a proxy: one round trip each)."""
     times = []

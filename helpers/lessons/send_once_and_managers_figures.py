@@ -43,10 +43,11 @@ def plot_costs(sizes: Sequence[int], per_task: Mapping[str, Sequence[float]], fl
                installed: float, break_even: Sequence[float | None]):
     """Left: seconds per task of each way (``per_task``) against the wrapped data's size, with the
     memcpy ``floor``. Right: seconds per task of a proxy against reads per task, sent with every task
-    or installed (``lines``: their (fixed, per read) fits), against ``resend`` of each size (break-even
-    circles) and the ``installed`` object's task. The right panel plots each k's fastest task (the
-    proxy's tasks last a few hundred microseconds, where a busy machine's delays are of that order):
-    pass ``resend`` and ``installed`` as fastest tasks too. The figure."""
+    or installed (``lines``: their (fixed, per read) fits, dashed and labelled as estimates past the
+    reads measured), against ``resend`` of each size (estimated break-even circles) and the
+    ``installed`` object's task. The right panel plots each k's fastest task (the proxy's tasks last
+    a few hundred microseconds, where a busy machine's delays are of that order): pass
+    ``resend`` and ``installed`` as fastest tasks too. The figure."""
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
@@ -66,19 +67,23 @@ def plot_costs(sizes: Sequence[int], per_task: Mapping[str, Sequence[float]], fl
     for label, timings, marker, color in proxy_ways:
         fixed, per_read = lines[label]
         right.plot(ks, [timings[k].min for k in ks], marker, color=color, label=label)
-        right.plot(fitted, fixed + per_read * fitted, "--", color=color, linewidth=1)
+        right.plot(fitted, fixed + per_read * fitted, "--", color=color, linewidth=1,
+                   label="its line through 1 and 64 reads (an estimate past 64)")
+    estimated = {"label": "break-even, estimated from the line"}
     for n, seconds, k in zip(sizes, resend, break_even, strict=True):
         right.axhline(seconds, color="tab:blue", linestyle=":", linewidth=1)
         right.annotate(f"object of {format_bytes(n)} sent with every task", (fitted[1], seconds),
                        fontsize=7, va="bottom", color="tab:blue")
         if k:
-            right.plot([k], [seconds], "o", color="tab:green", markerfacecolor="none")
+            right.plot([k], [seconds], "o", color="tab:green", markerfacecolor="none", **estimated)
+            estimated = {}
     right.axhline(installed, color="tab:orange", linestyle=":", linewidth=1)
     right.annotate("index sent, object installed", (fitted[1], installed), fontsize=7, va="bottom",
                    color="tab:orange")
     right.set(xscale="symlog", yscale="log", xlim=(0, reach), xlabel="items read per task (k)",
-              ylabel="seconds per task (fastest)", title="A proxy pays per read: where it loses")
-    right.legend(fontsize=8, loc="center left")
+              ylabel="seconds per task (fastest)",
+              title="A proxy pays per read: where it loses (estimated past 64 reads)")
+    right.legend(fontsize=8, loc="lower right")
     return fig
 
 
@@ -97,22 +102,24 @@ def side_by_side(sizes: Sequence[int], floor: Sequence[float],
     return format_table(rows)
 
 
-def start_up_spread(empty_pool) -> float:
-    """How far an empty pool's start-up runs (a ``Timing``) strayed from their median, seconds."""
-    return max(abs(run - empty_pool.median) for run in empty_pool.runs)
+def start_up_spread(baseline) -> float:
+    """How far a baseline pool's typical start-up lies above its fastest (a ``Timing``: median minus
+    fastest run), seconds: the noise a difference between fastest runs must beat."""
+    return baseline.median - baseline.min
 
 
-def start_up_added(start_up, empty_pool) -> float | None:
-    """Seconds a pool's start-up (a ``Timing``) added over an ``empty_pool``'s (medians), or None when
-    that is within the empty pool's own spread (``start_up_spread``): nothing measurable."""
-    extra = start_up.median - empty_pool.median
-    return extra if extra > start_up_spread(empty_pool) else None
+def start_up_added(start_up, baseline) -> float | None:
+    """Seconds a pool's start-up (a ``Timing``) added over a ``baseline`` pool's (fastest runs: a
+    start-up only gets slower with the machine's load), or None when that is within the baseline's
+    own spread (``start_up_spread``): nothing measurable."""
+    extra = start_up.min - baseline.min
+    return extra if extra > start_up_spread(baseline) else None
 
 
 def start_up_over(start_up, empty_pool) -> str:
-    """``start_up_added`` for the table: "+730 ms start-up", or "within an empty pool's spread
-    (±60 ms)" when it added nothing measurable."""
+    """``start_up_added`` for the table: "+690 ms start-up", or "within an empty pool's spread
+    (10 ms)" when it added nothing measurable."""
     extra = start_up_added(start_up, empty_pool)
     if extra is None:
-        return f"within an empty pool's spread (±{format_seconds(start_up_spread(empty_pool))})"
+        return f"within an empty pool's spread ({format_seconds(start_up_spread(empty_pool))})"
     return f"+{format_seconds(extra)} start-up"

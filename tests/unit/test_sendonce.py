@@ -173,9 +173,15 @@ def test_install_pays_back_its_extra_start_up_by_what_each_task_saves():
     assert send_once_and_managers.tasks_to_pay_back(0.72, 0.4) == pytest.approx(1.8)
     assert send_once_and_managers.tasks_to_pay_back(0.72, 0.0) is None
     empty = Timing((0.21, 0.22, 0.25))
-    assert figures.start_up_over(Timing((0.9, 0.95, 1.0)), empty) == "+730 ms start-up"
-    assert figures.start_up_over(Timing((0.2, 0.24, 0.3)), empty) == "within an empty pool's spread (±30 ms)"
+    assert figures.start_up_over(Timing((0.9, 0.95, 1.0)), empty) == "+690 ms start-up"
+    assert figures.start_up_over(Timing((0.2, 0.24, 0.3)), empty) == "within an empty pool's spread (10 ms)"
     assert figures.start_up_added(Timing((0.2, 0.24, 0.3)), empty) is None
+
+
+def test_start_ups_of_an_empty_pool_and_of_pools_installing_each_object_are_timed_in_turn():
+    empty, installing = send_once_and_managers.seconds_to_start_installing(SPAWN, 2, [None, [1.0]], repeat=2)
+    assert [len(timing.runs) for timing in [empty, *installing]] == [2, 2, 2]
+    assert all(run > 0 for timing in [empty, *installing] for run in timing.runs)
 
 
 def test_seconds_to_start_times_each_empty_pool_until_every_worker_answers():
