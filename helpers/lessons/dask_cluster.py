@@ -375,7 +375,7 @@ def conclusion(dask_memory: dict[str, DaskFanOutMemory], dask_timings: dict[str,
         f"{_arrays(by_value.worker_copies(array_bytes))} arrays and this kernel (the scheduler) by "
         f"{kernel:.2f}. "
         + _timing_sentence(dask_timings)
-        + ". Neither way's count includes the driver's own array (`del` it once scattered).")
+        + ".")
 
 
 def scatter_counts(dask_memory: dict[str, DaskFanOutMemory], array_bytes: int) -> str:
@@ -463,9 +463,9 @@ EXERCISE = Exercise(
     name="copies, scattered or not",
     question=f"On these workers, you scatter the array with broadcast=True and submit {TASKS_PER_WORKER} "
              "tasks to each worker, each given the future; then you submit as many given the array itself, "
-             "client.submit(f, array, pure=False) (impure: Dask merges no calls). How many copies of the "
-             "array do the workers get each way (in their "
-             "data stores, plus every task handed a copy of its own)? Answer with two whole numbers, "
+             "client.submit(f, array, pure=False) (impure: Dask merges no calls). How many distinct copies "
+             "of the array do the tasks get each way (one in a worker's data store counts once, however many "
+             "of its tasks share it)? Answer with two whole numbers, "
              "(with the future, with the array itself). It needs 2 workers or more (LAB_WORKERS=2): with "
              "one, some wrong answers give the right count.",
     check=_copies_check,
