@@ -3,7 +3,7 @@ sending it, timed against the floors; and the demonstrations that must run in se
 
 **Round trips** (``round_trip_table``, in seconds). ``how`` names the way (``HOWS``):
 ``"pickle"``, the stdlib default (the array's bytes inside the pickle); ``"torch"`` /
-``"shared_memory"``, ``sharedarrays.reducers``' reductions, first share of a private array (one
+``"shared_memory"``, ``sharedarrays.reducers``' reductions, sending a private array (one
 copy into shared memory per send); ``"torch_shared"`` / ``"shared_memory_shared"``, the same with
 an array that already lives in shared memory (made once, not timed): nothing is copied. *Local*:
 ``ForkingPickler.dumps`` then ``loads`` in this process. *Remote*: ``Connection.send`` to a worker
@@ -34,6 +34,7 @@ from __future__ import annotations
 import inspect
 import multiprocessing as mp
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
@@ -129,9 +130,9 @@ def keep_many_arrays(context, strategies: tuple[str, ...] = ("file_descriptor", 
 
 LABELS = {
     "pickle": "stdlib pickle",
-    "torch": "torch, first share",
+    "torch": "torch, private array",
     "torch_shared": "torch, already shared",
-    "shared_memory": "torch-free, first share",
+    "shared_memory": "torch-free, private array",
     "shared_memory_shared": "torch-free, already shared",
 }
 
@@ -442,6 +443,12 @@ def segment_bytes_in_shm(names: Iterable[str]) -> int:
         except FileNotFoundError:
             pass
     return held
+
+
+def without_segment_names(message: str) -> str:
+    """``message`` without the quoted segment names it holds (each carries a process id):
+    "segment 'sal_1234_ab' no longer exists" reads "segment no longer exists"."""
+    return re.sub(r"segment '[^']+'", "segment", message)
 
 
 def collect_given_back(pool: SegmentPool, timeout: float = 5.0) -> int:

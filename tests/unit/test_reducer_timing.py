@@ -114,3 +114,9 @@ def test_the_round_trip_table_gives_the_cold_call_over_floor_b():
              "warm_floor_s": 0.01, "fresh_floor_s": 0.1}]
     lines = pickler_reductions_torch.format_round_trips(rows, MiB).splitlines()
     assert lines[1].split()[-4:] == ["(b)", "cold", "÷", "(b)"] and lines[2].endswith("0.90×"), lines
+
+
+def test_segment_names_are_left_out_of_a_message():
+    message = "gone: segment 'sal_10173_ns1ulajuk_lbbm9a2q8w' no longer exists. Receive it first."
+    assert pickler_reductions_torch.without_segment_names(message) == (
+        "gone: segment no longer exists. Receive it first.")
