@@ -1,6 +1,6 @@
 """Lesson 00's code (start here): a setup self-check, fresh pages, random shared-memory segments,
 workers held still so that memory can be measured, and the lesson's "Your turn" (``EXERCISE``:
-how many arrays each memory measure counts when N workers read one segment, and one reader's PSS).
+how many arrays each memory measure counts when N readers read one segment, and one reader's PSS).
 ``helpers.lessons.demos`` has the pieces other lessons share; the figures are in
 ``helpers.lessons.start_here_figures``.
 
@@ -386,52 +386,63 @@ def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Map
     return "\n".join(lines)
 
 
-def _nearest_count(arrays: float, n_workers: int) -> float:
-    """The count among 0, 1 / ``n_workers``, 1 and ``n_workers`` nearest to a measured number of arrays."""
-    return min((0, 1 / n_workers, 1, n_workers), key=lambda count: abs(count - arrays))
+def _nearest_count(arrays: float, n_readers: int) -> float:
+    """The count among 0, 1 / ``n_readers``, 1 and ``n_readers`` nearest to a measured number of arrays."""
+    return min((0, 1 / n_readers, 1, n_readers), key=lambda count: abs(count - arrays))
 
 
-def _check_counts(answer, counted: Mapping[str, float], n_workers: int) -> str | None:
+def _check_counts(answer, counted: Mapping[str, float], n_readers: int) -> str | None:
     keys = [*MEASURES, READER]
     if not isinstance(answer, Mapping) or set(answer) != set(keys):
         return f"answer with a dict of one number of arrays per measure, keys {keys}"
     for name in keys:
-        predicted, seen = answer[name], _nearest_count(counted[name], n_workers)
+        predicted, seen = answer[name], _nearest_count(counted[name], n_readers)
         if isinstance(predicted, bool) or not isinstance(predicted, int | float):
-            return f"{name!r}: give a number of arrays (N_WORKERS={n_workers}), not {predicted!r}"
+            return f"{name!r}: give a number of arrays (N_READERS={n_readers}), not {predicted!r}"
         if abs(predicted - seen) > 0.01:
-            return (f"{name!r}: with {n_workers} readers it counted {counted[name]:.2f} arrays, nearest to "
-                    f"{seen}, not {predicted:g}")
+            return (f"{name!r}: with {n_readers} readers it counted {counted[name]:.2f} arrays, nearest to "
+                    f"{seen:.3g}, not {predicted:.3g}")
     return None
 
 
-def _worked_counts(counted: Mapping[str, float], n_workers: int) -> dict[str, float]:
-    return {"tracemalloc": 0, "RSS sum": n_workers, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1,
-            READER: 1 / n_workers}
+def _worked_counts(counted: Mapping[str, float], n_readers: int) -> dict[str, float]:
+    return {"tracemalloc": 0, "RSS sum": n_readers, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1,
+            READER: 1 / n_readers}
+
+
+MIN_READERS = 3  # workload B's readers only hold still: 3 of them whatever the CPUs, so that the
+# counts (3, 1/3) differ from the 2 and 1/2 of "a shared page is counted twice, each sharer pays half"
+
+
+def readers(n_workers: int) -> int:
+    """How many readers workload B starts: ``n_workers``, at least ``MIN_READERS``."""
+    return max(MIN_READERS, n_workers)
 
 
 EXERCISE = Exercise(
     name="who counts the shared array how often",
-    question=("N_WORKERS workers each read every page of one shared segment. How many arrays does each "
+    question=("N_READERS workers each read every page of one shared segment. How many arrays does each "
               "measure count: a dict {'tracemalloc': ..., 'RSS sum': ..., 'USS sum': ..., 'PSS sum': ..., "
-              "'/dev/shm': ...}, each 0, 1 or N_WORKERS? And what share of an array does one reader's PSS "
+              "'/dev/shm': ...}, each 0, 1 or N_READERS? And what share of an array does one reader's PSS "
               "hold (key \"one reader's PSS\")?"),
     check=_check_counts,
     solution=_worked_counts,
     explanation=("RSS counts a shared page once per process that maps it, USS only private pages, PSS "
-                 "divides each page among its mappers (each reader holds 1/N_WORKERS of the array), /dev/shm "
-                 "holds the segment once, and "
-                 "tracemalloc sees only this process's Python allocations, never an mmap such as a segment."),
-    misconceptions=(  # with N_WORKERS = 2, as the lesson's unit test measures
-        ({"tracemalloc": 0, "RSS sum": 1, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, READER: 0.5},
+                 "divides each page among its mappers (each reader holds 1/N_READERS of the array), /dev/shm "
+                 "holds the segment once, and tracemalloc sees only this process's heap, never a file "
+                 "mapped with mmap such as a segment."),
+    misconceptions=(  # with N_READERS = 3, as the lesson's unit test measures
+        ({"tracemalloc": 0, "RSS sum": 1, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, READER: 1 / 3},
          "RSS is the RAM a process uses, so the tree's RSS sum counts one shared array once"),
-        ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 2, "/dev/shm": 1, READER: 1},
+        ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, READER: 0.5},
+         "a shared array is counted twice and each sharer pays half, whatever the number of readers"),
+        ({"tracemalloc": 0, "RSS sum": 3, "USS sum": 0, "PSS sum": 3, "/dev/shm": 1, READER: 1},
          "PSS, like RSS, counts a shared page in full in every process that maps it"),
-        ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 2, "PSS sum": 2, "/dev/shm": 1, READER: 1},
+        ({"tracemalloc": 0, "RSS sum": 3, "USS sum": 3, "PSS sum": 3, "/dev/shm": 1, READER: 1},
          "each reader gets a private copy of the segment when it reads it"),
-        ({"tracemalloc": 1, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, READER: 0.5},
+        ({"tracemalloc": 1, "RSS sum": 3, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, READER: 1 / 3},
          "this kernel made and filled the segment, so its tracemalloc counts it"),
-        ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, READER: 1},
+        ({"tracemalloc": 0, "RSS sum": 3, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, READER: 1},
          "the tree's PSS counts the array once, so each reader's PSS holds all of it"),
     ),
 )

@@ -1,6 +1,6 @@
 """Lesson 00's figures: a copy timed run by run, RSS against PSS of N readers of one segment (also as
-Markdown, to show collapsed), who counts what under memory_profiler, and the copy floors (times in
-seconds, sizes in bytes)."""
+Markdown, to show collapsed, with its spikes named), who counts what under memory_profiler, and the
+copy floors (times in seconds, sizes in bytes)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,52 @@ def plot_rss_and_pss(report):
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True, layout="constrained")
     report.plot("rss", ax=axes[0], title="RSS of each process and of the tree")
     report.plot("pss", ax=axes[1], title="PSS of each process and of the tree")
+    for ax in axes:
+        _stagger_mark_labels(ax)
     return fig
+
+
+def _stagger_mark_labels(ax, gap: float = 0.06) -> None:
+    """Move a mark's label to the right of its line (the plot draws them on the left) when it stands
+    within ``gap`` of the x span of the previous label on the left, so that two marks close in time
+    stay readable."""
+    from matplotlib.text import Annotation
+
+    low, high = ax.get_xlim()
+    previous = None
+    for label in sorted((text for text in ax.texts if isinstance(text, Annotation)), key=lambda t: t.xy[0]):
+        at = label.xy[0]
+        if previous is not None and at - previous < gap * (high - low):
+            label.set_horizontalalignment("left")
+        else:
+            previous = at
+
+
+def spikes_caption(report, reader_pids: Sequence[int], array_bytes: int, share: float = 0.25) -> str:
+    """A sentence naming the PSS spikes of workload B, from ``report`` (marks of ``start_here``'s
+    section 4): the tree's while this kernel filled the segment (between ``'no segment end'`` and
+    ``'unmapped holding'``), and a reader's before every reader held it (between ``'unmapped end'`` and
+    ``'shared holding'``), each named when it rose over ``share`` of an array above its level while
+    held; "" when neither did."""
+    times, per_process, totals = report.timeline("pss")
+    marks = report.marks
+
+    def peak(values, start: str, end: str) -> float:
+        inside = [v for t, v in zip(times, values, strict=True) if marks[start] < t < marks[end] and v == v]
+        return max(inside, default=0.0)
+
+    parts = []
+    filling = peak(totals, "no segment end", "unmapped holding")
+    if filling - report.steady("unmapped holding", "unmapped end").pss > share * array_bytes:
+        parts.append(f"this kernel filling the segment alone (tree PSS up to {format_bytes(filling)})")
+    held = report.by_process("shared holding", "shared end")
+    early = {pid: peak(per_process[pid], "unmapped end", "shared holding") for pid in reader_pids
+             if pid in per_process and pid in held}
+    first = max(early, key=early.get, default=None)
+    if first is not None and early[first] - held[first][1] > share * array_bytes:
+        parts.append(f"{report.process_labels[first]} attaching first, charged all it mapped until the "
+                     f"others attached (up to {format_bytes(early[first])})")
+    return f"The spikes: {'; then '.join(parts)}." if parts else ""
 
 
 def rss_and_pss_markdown(report) -> str:
@@ -56,6 +101,6 @@ def plot_floors(floors: Mapping[str, object], array_bytes: int):
     """The speed of each copy in ``floors`` (label -> its ``Timing``; GiB/s from the median); the figure."""
     ax = plot_bars({label: array_bytes / floor.median / GiB for label, floor in floors.items()},
                    "copy speed (GiB/s, median)",
-                   f"Copying {format_bytes(array_bytes)}: floors (a) and (b), and into fresh private pages")
+                   f"Copying {format_bytes(array_bytes)}: floors (a) and (b)")
     ax.figure.set_size_inches(8, 2.5)
     return ax.figure

@@ -1,6 +1,7 @@
-"""Lesson 00's "Your turn": how many arrays each memory measure counts while N workers read one
+"""Lesson 00's "Your turn": how many arrays each memory measure counts while N readers read one
 shared segment, measured on real spawned workers and a real segment; a wrong or malformed
-prediction fails the check cell with a hint, the worked solution passes."""
+prediction fails the check cell with a hint, the worked solution passes. Also the figure's
+staggered mark labels and its named spikes."""
 
 import mmap
 import tracemalloc
@@ -13,15 +14,17 @@ from exercise_asserts import (
     assert_wrong_answer_fails,
 )
 
-from helpers.lessons import demos, start_here, workers
+from helpers.lessons import demos, start_here, start_here_figures, workers
 from helpers.measure import memory
+from helpers.measure.memory import MemoryReport, TreeSample
+from helpers.measure.proctree import ProcessMemory
 from helpers.measure.units import MiB
 
 pytestmark = pytest.mark.timeout(120)
 
 ARRAY_BYTES = 16 * MiB
 R = start_here.READER
-N_WORKERS = 2
+N_READERS = start_here.readers(2)  # the lesson's default: 2 workers, 3 readers
 HOLD = 0.6
 
 
@@ -29,19 +32,19 @@ HOLD = 0.6
 def measured():
     """Workload B of lesson 00 at a small size: idle workers, then readers of one segment."""
     with memory.track_memory(interval=0.05) as report:
-        idle = start_here.hold_in_workers(workers.allocate_and_hold, (0,), N_WORKERS, "spawn", HOLD,
+        idle = start_here.hold_in_workers(workers.allocate_and_hold, (0,), N_READERS, "spawn", HOLD,
                                           report=report, label="idle", during=start_here.tree_by_kind)
         segment = start_here.random_segment(ARRAY_BYTES)
         try:
             segment.close()
-            shared = start_here.hold_segment_in_workers(segment.name, N_WORKERS, "spawn", HOLD, report=report,
+            shared = start_here.hold_segment_in_workers(segment.name, N_READERS, "spawn", HOLD, report=report,
                                                         during=start_here.tree_by_kind)
         finally:
             segment.unlink()
     data = start_here.data_growth(idle.during, shared.during)
     reader = start_here.reader_share(report, idle.pids, shared.pids)
     counted = start_here.arrays_counted(demos.increase(report, "idle", "shared"), ARRAY_BYTES, data, reader)
-    return {"counted": counted, "n_workers": N_WORKERS}
+    return {"counted": counted, "n_readers": N_READERS}
 
 
 def test_a_private_array_is_anonymous_uss_and_a_mapped_segment_is_shared_memory():
@@ -66,7 +69,8 @@ def test_a_private_array_is_anonymous_uss_and_a_mapped_segment_is_shared_memory(
 
 
 def test_tracemalloc_never_sees_a_segment_even_in_the_process_that_made_and_filled_it():
-    """Section 4's table: tracemalloc counts no mmap, so a learner can reason its 0 before the exercise."""
+    """Section 4's table: tracemalloc counts what this process allocated on its heap, and a segment is a
+    file mapped with mmap, so a learner can reason its 0 before the exercise."""
     warm = start_here.random_segment(MiB)  # first calls import and cache what later calls reuse
     warm.close()
     warm.unlink()
@@ -90,20 +94,22 @@ def test_tracemalloc_never_sees_a_segment_even_in_the_process_that_made_and_fill
 def test_the_five_measures_count_the_shared_array_0_n_0_1_1_times_and_a_reader_1_over_n(measured):
     counted = measured["counted"]
     assert counted["tracemalloc"] < 0.25 and counted["USS sum"] < 0.25, counted  # pytest allocates too
-    assert counted["RSS sum"] >= 0.75 * N_WORKERS, counted
+    assert counted["RSS sum"] >= 0.75 * N_READERS, counted
     assert 0.75 <= counted["PSS sum"] <= 1.35 and 0.9 <= counted["/dev/shm"] <= 1.1, counted
-    assert abs(counted[start_here.READER] - 1 / N_WORKERS) < 0.2, counted  # each reader's share
+    assert abs(counted[start_here.READER] - 1 / N_READERS) < 0.2, counted  # each reader's share
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    ({"tracemalloc": 0, "RSS sum": 1, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 0.5}, "'RSS sum'"),
-    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 2, "/dev/shm": 1, R: 0.5}, "'PSS sum'"),
-    ({"tracemalloc": 1, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 0.5}, "'tracemalloc'"),
-    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 2, "PSS sum": 1, "/dev/shm": 1, R: 0.5}, "'USS sum'"),
-    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 1}, "one reader's PSS"),
-    ({"tracemalloc": 0, "RSS sum": "N", "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 0.5}, "give a number"),
-    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}, "dict of one number"),
-    ([0, 2, 0, 1, 1, 0.5], "dict of one number"),
+    ({"tracemalloc": 0, "RSS sum": 1, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 1 / 3}, "'RSS sum'"),
+    ({"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 1 / 3}, "'RSS sum'"),
+    ({"tracemalloc": 0, "RSS sum": 3, "USS sum": 0, "PSS sum": 3, "/dev/shm": 1, R: 1 / 3}, "'PSS sum'"),
+    ({"tracemalloc": 1, "RSS sum": 3, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 1 / 3}, "'tracemalloc'"),
+    ({"tracemalloc": 0, "RSS sum": 3, "USS sum": 3, "PSS sum": 1, "/dev/shm": 1, R: 1 / 3}, "'USS sum'"),
+    ({"tracemalloc": 0, "RSS sum": 3, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 0.5}, "one reader's PSS"),
+    ({"tracemalloc": 0, "RSS sum": 3, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 1}, "one reader's PSS"),
+    ({"tracemalloc": 0, "RSS sum": "N", "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 0.33}, "give a number"),
+    ({"tracemalloc": 0, "RSS sum": 3, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1}, "dict of one number"),
+    ([0, 3, 0, 1, 1, 1 / 3], "dict of one number"),
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(start_here.EXERCISE, wrong, hint, monkeypatch, **measured)
@@ -120,8 +126,60 @@ def test_the_worked_solution_passes(measured, monkeypatch, capsys):
 
 def test_the_worked_solution_is_the_same_counts_for_any_number_of_readers():
     counted = {"tracemalloc": 0.0, "RSS sum": 4.1, "USS sum": 0.0, "PSS sum": 1.0, "/dev/shm": 1.0, R: 0.26}
-    assert start_here.EXERCISE.check(start_here.EXERCISE.solution(counted=counted, n_workers=4),
-                                     counted=counted, n_workers=4) is None
+    assert start_here.EXERCISE.check(start_here.EXERCISE.solution(counted=counted, n_readers=4),
+                                     counted=counted, n_readers=4) is None
+
+
+def test_workload_b_has_at_least_3_readers_so_2_and_a_half_are_wrong_answers():
+    """At the default 2 workers, "counted twice, each sharer pays half" would match 2 readers."""
+    assert [start_here.readers(n) for n in (1, 2, 3, 8)] == [3, 3, 3, 8]
+    counted = {"tracemalloc": 0.0, "RSS sum": 3.02, "USS sum": 0.0, "PSS sum": 1.0, "/dev/shm": 1.0, R: 0.34}
+    halves = {"tracemalloc": 0, "RSS sum": 2, "USS sum": 0, "PSS sum": 1, "/dev/shm": 1, R: 0.5}
+    assert "'RSS sum'" in start_here.EXERCISE.check(halves, counted=counted, n_readers=3)
+    assert start_here.EXERCISE.check({**halves, "RSS sum": 3, R: 0.333}, counted=counted, n_readers=3) is None
+
+
+def _report(marks: dict[str, float], samples: list[tuple[float, dict[int, int]]]) -> MemoryReport:
+    """A MemoryReport of exact samples (time, pid -> PSS in bytes), labelled ``reader <pid>``."""
+    report = MemoryReport(interval=0.05)
+    report.marks.update(marks)
+    for time_s, pss in samples:
+        report.samples.append(TreeSample(time_s, {pid: ProcessMemory(value, value, value)
+                                                  for pid, value in pss.items()}, shm=0, cgroup=None))
+    report.process_labels.update({pid: f"reader {pid}" for _, pss in samples for pid in pss})
+    return report
+
+
+MARKS = {"no segment end": 1.0, "unmapped holding": 2.0, "unmapped end": 3.0, "shared holding": 4.0,
+         "shared end": 5.0}
+
+
+def test_the_spikes_are_named_with_their_peaks_when_they_rise_over_a_quarter_of_an_array():
+    array = 64 * MiB
+    report = _report(MARKS, [(0.5, {1: 10 * MiB}), (1.5, {1: 60 * MiB}), (2.5, {1: 10 * MiB}),
+                             (3.5, {1: 10 * MiB, 2: 70 * MiB, 3: 5 * MiB}),
+                             (4.5, {1: 10 * MiB, 2: 30 * MiB, 3: 30 * MiB})])
+    assert start_here_figures.spikes_caption(report, [2, 3], array) == (
+        "The spikes: this kernel filling the segment alone (tree PSS up to 60 MiB); then reader 2 "
+        "attaching first, charged all it mapped until the others attached (up to 70 MiB).")
+    flat = _report(MARKS, [(time_s, {1: 10 * MiB, 2: 30 * MiB}) for time_s in (0.5, 1.5, 2.5, 3.5, 4.5)])
+    assert start_here_figures.spikes_caption(flat, [2], array) == ""
+
+
+def test_a_mark_label_close_to_the_previous_one_moves_to_the_right_of_its_line():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    report = _report({"a holding": 0.0, "a end": 1.0, "b holding": 1.02, "b end": 3.0},
+                     [(time_s, {1: MiB}) for time_s in (0.0, 1.0, 2.0, 3.0)])
+    figure = start_here_figures.plot_rss_and_pss(report)
+    try:
+        sides = {text.get_text(): text.get_horizontalalignment() for text in figure.axes[0].texts}
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+    assert sides == {"a holding": "right", "a end": "right", "b holding": "left", "b end": "right"}, sides
 
 
 def test_the_answer_table_counts_what_moved_under_5_percent_as_0_and_says_by_how_much():
