@@ -70,6 +70,13 @@ def describe_split_read(split: Mapping[str, Timing]) -> str:
 NOISE_BYTES = 2**20  # a tree's memory moves by up to this between two still windows: read as about 0
 
 
+def two_decimals(n_bytes: float) -> str:
+    """Bytes in MiB (GiB from 1 GiB) with two decimals: two cells whose array counts differ (2.01 and
+    2.02) no longer show the same MiB."""
+    unit, size = ("GiB", 2**30) if abs(n_bytes) >= 2**30 else ("MiB", 2**20)
+    return f"{n_bytes / size:.2f} {unit}"
+
+
 def format_growth_table(columns: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
     """A text table of ``demos.increase`` columns, one row per tree measure, in bytes and arrays.
 
@@ -81,7 +88,7 @@ def format_growth_table(columns: Mapping[str, Mapping[str, float | None]], array
             return "n/a"
         if abs(value) < NOISE_BYTES:
             return "about 0"
-        return f"{format_bytes(value)} ({value / array_bytes:.2f} arrays)"
+        return f"{two_decimals(value)} ({value / array_bytes:.2f} arrays)"
 
     names = list(columns)
     measures = [m for m in dict.fromkeys(m for column in columns.values() for m in column)
@@ -200,14 +207,19 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
     slower = reads["tmpfs", "warm read"].median / reads["disk", "warm read"].median
     timing = f"Its warm read took {format_ratio(slower)}× the disk's"
     if faults["tmpfs"] > 2 * faults["disk"]:
+        timing = timing.replace("Its warm read", "On tmpfs the warm read")
         timing += f", with {format_ratio(faults['tmpfs'] / faults['disk'])}× the faults"
         small = huge in (None, "never", "deny")
-        pages = ("keeps 4 KiB pages" if small
-                 else "still mapped less per fault")
-        return text + (
-            "The disk's page cache keeps this file in large blocks of pages (*folios*); "
-            f"this tmpfs (`huge={huge}`{': no huge pages' if small else ''}) {pages}. "
-            + timing + ("; how much of that the faults cost, this run does not measure. A tmpfs mounted "
+        tmpfs = (f"tmpfs's 4 KiB pages took one fault per {format_bytes(per_fault['tmpfs'])}" if small
+                 else f"this tmpfs (`huge={huge}`) still took one per {format_bytes(per_fault['tmpfs'])}")
+        return (
+            f"**Counted.** One warm read of the whole file took {faults['disk']:,} page faults on disk and "
+            f"{faults['tmpfs']:,} on tmpfs. A read fault maps up to 16 neighbouring pages at once "
+            f"(*fault-around*): {tmpfs}; the disk's page cache keeps this file in larger blocks (*folios*), "
+            f"one fault per {format_bytes(per_fault['disk'])}. A write into a new page faults once per 4 KiB "
+            "page. "
+            + (f"This tmpfs is `huge={huge}` (a huge page: 2 MiB, one fault each). " if small else "")
+            + timing + ("; what the faults cost, this run does not measure. A tmpfs mounted "
                         "`huge=within_size` may close the gap: measure yours." if slower > 1.1
                         else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
@@ -237,14 +249,24 @@ def describe_temp_folder_experiment(roots: Mapping[str, Path], ours: Path, array
             f"Four calls, each dumping a {format_bytes(array_bytes)} array (*ours*: `{ours}`):\n\n"
             "```text\n" + "\n".join(lines) + "\n```\n\n"
             "Kept workers ignored `temp_folder=` (joblib issue "
-            "[#1373](https://github.com/joblib/joblib/issues/1373)).\n</details>")
+            "[#1373](https://github.com/joblib/joblib/issues/1373)). The experiment ends its workers; the "
+            "next calls start new ones, which follow joblib's rule again.\n</details>")
 
 
 def describe_runs_and_waits(runs: Iterable[float], retry_waits: Iterable[float]) -> str:
     """Each run's seconds, in order, and the part of it joblib slept before trying again to delete
     the call's folder (``joblib_memmap.time_calls``), where it slept at all."""
-    return ", ".join(format_seconds(run) + (f" ({format_seconds(wait)} of it waiting)" if wait > 0 else "")
+    runs, retry_waits = list(runs), list(retry_waits)
+    each = ", ".join(format_seconds(run) + (f" ({format_seconds(wait)} of it waiting)" if wait > 0 else "")
                      for run, wait in zip(runs, retry_waits, strict=True))
+    if not any(wait > 0 for wait in retry_waits):
+        return each
+    return each + f"; less the waits, median {format_seconds(median_less_waits(runs, retry_waits))}"
+
+
+def median_less_waits(runs: Iterable[float], retry_waits: Iterable[float]) -> float:
+    """The median of the runs' seconds, each less its wait to delete the call's folder."""
+    return statistics.median(run - wait for run, wait in zip(runs, retry_waits, strict=True))
 
 
 def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[float],
@@ -255,11 +277,11 @@ def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[flo
     per run, from ``joblib_memmap.time_calls``), and how the waits moved its median; what
     auto-memmapping added to our memmap's median and how much of it the dump inside the calls took
     (``dumping``, per run); ``joblib.dump`` of the array timed alone (``dump_s``) against floor (a),
-    and against floor (b), which it need not reach (``write()`` takes no page fault per page)."""
+    and, unless it beat it (``floor_b_aside``), against floor (b)."""
     auto, ours, pickled = (times[how] for how in ("auto-memmap", "our memmap", "pickled"))
     waits = list(retry_waits)
     waited = [wait for wait in waits if wait > 0]
-    unwaited = statistics.median(run - wait for run, wait in zip(auto.runs, waits, strict=True))
+    unwaited = median_less_waits(auto.runs, waits)
     text = (f"Calls of {tasks} tasks took **{format_seconds(unwaited)}** auto-memmapped"
             f"{' (each run less its wait, below)' if waited else ''} and "
             f"**{format_seconds(pickled.median)}** pickled at the median: pickling took "
@@ -276,18 +298,28 @@ def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[flo
     if added - dumped > 0.25 * added:
         text += (f", the other {format_seconds(added - dumped)} joblib's bookkeeping around it (folders, "
                  "loky's resource tracker), not timed apart")
-    elif dumped > 1.25 * added:
+    elif dumped > 1.1 * added:
         text += ", more than that difference: the calls' spread hides the rest"
     text += (f". Alone, `joblib.dump` of {format_bytes(array_bytes)} into `{dumped_to}` took "
              f"{format_seconds(dump_s)}, {format_ratio(dump_s / floor_a_s)}× floor (a) "
              f"({format_seconds(floor_a_s)}, a copy into pages already there). ")
     if dump_s < floor_b_s:
-        return text + (f"Floor (b) ({format_seconds(floor_b_s)}, a copy into a new `/dev/shm` segment, a "
-                       "page fault per 4 KiB page) is no floor for it: it writes with `write()`, which fills "
-                       "new pages without a fault per page, so it took "
-                       f"{format_ratio(dump_s / floor_b_s)}× floor (b).")
+        return text.rstrip()  # floor_b_aside says why floor (b) is no floor for it
     return text + (f"Floor (b), a copy into a new `/dev/shm` segment, took {format_seconds(floor_b_s)}: "
                    f"the dump took {format_ratio(dump_s / floor_b_s)}× that.")
+
+
+def floor_b_aside(dump_s: float, floor_b_s: float) -> str:
+    """Markdown: a collapsed aside on why ``joblib.dump`` (``dump_s``) may beat floor (b)
+    (``floor_b_s``), where it did; else nothing (``describe_joblib_times`` compares them)."""
+    if dump_s >= floor_b_s:
+        return ""
+    return ("<details><summary>Why the dump beat floor (b)</summary>\n\n"
+            f"Floor (b) ({format_seconds(floor_b_s)}) copies into a new `/dev/shm` segment through a "
+            "mapping, a page fault per 4 KiB page. `joblib.dump` writes with `write()`, which fills new "
+            f"pages without faults: it took {format_ratio(dump_s / floor_b_s)}× floor (b), which is no "
+            "floor for it."
+            "\n</details>")
 
 
 def describe_joblib_memory(pickled_held: float, dump: FileMemory,

@@ -93,13 +93,16 @@ def test_the_faults_paragraph_says_why_only_when_tmpfs_needed_more():
 
     reads = {(kind, "warm read"): Timing((seconds,)) for kind, seconds in (("disk", 0.01), ("tmpfs", 0.03))}
     many = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "never")
-    assert "one per 1.94 MiB" in many and "`huge=never`" in many and "took 3×" in many
-    assert "with 31× the faults; how much of that the faults cost, this run does not measure" in many
+    assert "one fault per 1.94 MiB" in many and "`huge=never`" in many
+    assert "On tmpfs the warm read took 3×" in many
+    assert "with 31× the faults; what the faults cost, this run does not measure" in many
+    assert "(*fault-around*): tmpfs's 4 KiB pages took one fault per 63.9 KiB" in many
+    assert "(a huge page: 2 MiB, one fault each)" in many and "Why" not in many
     assert "`huge=within_size` may close the gap" in many
     same = memmap_figures.describe_faults({"disk": 2000, "tmpfs": 2051}, reads, 128 * 2**20, "never")
     assert "about as much per fault" in same and "folio" not in same
     huge = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "always")
-    assert "4 KiB" not in huge and "`huge=always`" in huge
+    assert "4 KiB pages took" not in huge and "`huge=always`" in huge
     faster = {("disk", "warm read"): Timing((0.03,)), ("tmpfs", "warm read"): Timing((0.01,))}
     assert "did not decide it" in memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, faster,
                                                                   128 * 2**20, "never")
@@ -135,6 +138,7 @@ def test_the_temp_folder_quirk_lists_the_calls_in_order_inside_a_collapsed_block
     calls = [line for line in text.splitlines() if line.startswith("call ")]
     assert [line.split(":")[0] for line in calls] == ["call 1", "call 2", "call 3", "call 4"]
     assert calls[0].endswith("->  /dev/shm") and all(line.endswith("->  ours") for line in calls[1:])
+    assert "The experiment ends its workers; the next calls start new ones" in text
 
 
 def test_joblib_times_rank_on_runs_less_their_waits_and_floor_b_is_no_floor_for_write():
@@ -155,8 +159,11 @@ def test_joblib_times_rank_on_runs_less_their_waits_and_floor_b_is_no_floor_for_
     assert "Our memmap (timed in turns) took 30 ms, 25 ms less than auto-memmap; the dump " \
            "took 13 ms inside a call, the other 12 ms joblib's bookkeeping around it" in text
     assert "`joblib.dump` of 32 MiB into `/dev/shm` took 12.5 ms, 7.8× floor (a) (1.6 ms" in text
-    assert text.endswith("is no floor for it: it writes with `write()`, which fills new pages without a "
-                         "fault per page, so it took 0.66× floor (b).")
+    assert text.endswith("a copy into pages already there).") and "floor (b)" not in text
+    aside = memmap_figures.floor_b_aside(0.0125, 0.019)
+    assert aside.startswith("<details>") and aside.endswith("</details>")
+    assert "it took 0.66× floor (b), which is no floor for it." in aside
+    assert memmap_figures.floor_b_aside(0.025, 0.019) == ""
     waiting = {**times, "auto-memmap": Timing((0.160, 0.150, 0.260, 0.148, 0.055))}  # 55 ms without the waits
     slow = memmap_figures.describe_joblib_times(waiting, (0.1, 0.1, 0.2, 0.1, 0.0), (0.025,) * 5, 0.025,
                                                 0.0016, 0.019, 32 * 2**20, Path("/tmp"), 8)
@@ -168,12 +175,16 @@ def test_joblib_times_rank_on_runs_less_their_waits_and_floor_b_is_no_floor_for_
                                                  0.0125, 0.0016, 0.019, 32 * 2**20, shm, 8)
     assert "took 50 ms, 5 ms less than auto-memmap; the dump took 13 ms inside a call, more " \
            "than that difference: the calls' spread hides the rest." in noisy
+    close = memmap_figures.describe_joblib_times({**times, "our memmap": Timing((0.044,))}, waits, dumping,
+                                                 0.0125, 0.0016, 0.019, 32 * 2**20, shm, 8)
+    assert "11 ms less than auto-memmap; the dump took 13 ms inside a call, more than that" in close
     calm = memmap_figures.describe_joblib_times(times, (0.0,) * 5, dumping, 0.025, 0.0016, 0.019, 32 * 2**20,
                                                 shm, 8)
     assert "waited" not in calm and "**60 ms** auto-memmapped and" in calm
     assert "took 30 ms, 30 ms less than auto-memmap; the dump took 13 ms inside a call" in calm
     runs = memmap_figures.describe_runs_and_waits((0.055, 0.15), (0.0, 0.1))
-    assert runs == "55 ms, 150 ms (100 ms of it waiting)"
+    assert runs == "55 ms, 150 ms (100 ms of it waiting); less the waits, median 52.5 ms"
+    assert memmap_figures.describe_runs_and_waits((0.055,), (0.0,)) == "55 ms"
 
 
 def test_joblib_memory_says_the_dev_shm_row_is_the_dump_again_and_gives_the_cgroup_counter_when_read():
@@ -251,3 +262,14 @@ def test_a_write_outlives_a_killed_writer_without_flush():
         writer.join(timeout=60)
         assert writer.exitcode == -9
         assert spec.open("r")[4] == 99.0
+
+
+def test_the_growth_table_shows_enough_digits_that_two_array_counts_never_share_one_size():
+    from helpers.lessons import memmap_figures
+
+    array = 32 * 2**20
+    table = memmap_figures.format_growth_table({"a": {"tree RSS sum": 2.016 * array},
+                                                "b": {"tree RSS sum": 2.014 * array}}, array)
+    assert "64.51 MiB (2.02 arrays)" in table and "64.45 MiB (2.01 arrays)" in table
+    assert memmap_figures.two_decimals(256 * 2**20) == "256.00 MiB"
+    assert memmap_figures.two_decimals(2**31) == "2.00 GiB"
