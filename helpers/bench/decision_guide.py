@@ -156,8 +156,9 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "executor": {
         "writable": _c("private args copied per task; SharedNDArray args shared", "08", short="private copy"),
         "start_methods": _c("any", "08", short="any"),
-        "os": _c("Linux only: needs /dev/shm and posix_fallocate (a clear error elsewhere)", "08",
-                 short="Linux only"),
+        "os": _c("Linux (tested); macOS simulated, not run (the library's platform table): /dev/shm and "
+                 "posix_fallocate missing elsewhere give a clear error", "08",
+                 short="Linux; macOS simulated†"),
         "crash_cleanup": _c("yes: workers exit, the tracker unlinks segments", "08", short="unlinked"),
         "multi_node": _c(NO_NODE, "08", short="no"),
         "object_dtype": _c("pickled as usual, not shared", source="sharedarrays.transit", short="pickled"),
@@ -174,8 +175,9 @@ GUIDE: dict[str, dict[str, Cell]] = {
     "reducer_shared_memory": {
         "writable": _c("yes: the receiver views the segment", "09", short="yes"),
         "start_methods": _c("any; workers enable it in an initializer", "09", short="any"),
-        "os": _c("Linux only: needs /dev/shm and posix_fallocate (a clear error elsewhere)", "09",
-                 short="Linux only"),
+        "os": _c("Linux (tested); macOS simulated, not run (the library's platform table): /dev/shm and "
+                 "posix_fallocate missing elsewhere give a clear error", "09",
+                 short="Linux; macOS simulated†"),
         "crash_cleanup": _c("segments live until the sender stops sharing or exits", "09",
                             short="freed with sender"),
         "multi_node": _c(NO_NODE, "09", short="no"),

@@ -27,9 +27,8 @@ from helpers.measure.units import GiB
 
 RAY_RAM = 1 * GiB  # GCS, raylet, its agents and the workers' interpreters, roughly
 START_ATTEMPTS = 2  # a busy 2-core machine sometimes misses Ray's start-up deadline once
-SHARED_MEMORY_NOTE = ("memory not measured: this strategy reused the Ray instance that the Ray strategy "
-                      "before it started, so its object store's pages were already touched (only a fresh "
-                      "store shows what it adds: see python -m helpers.bench or lesson 10)")
+SHARED_MEMORY_NOTE = ("memory not measured: it reused the Ray instance of the Ray strategy before it, whose "
+                      "store pages were already touched (a fresh store: python -m helpers.bench, lesson 10)")
 
 
 class _SharedSession:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.measure.timing import Timing
-from helpers.measure.units import format_bytes, format_rate, format_ratio, format_seconds
+from helpers.measure.units import format_bytes, format_ratio, format_seconds
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 PATTERN = "*-strategies.json"
@@ -177,6 +177,10 @@ def compare(results: Sequence, floors: tuple[Timing, Timing], reference: Referen
     return "\n".join(lines)
 
 
+def _possessive(name: str) -> str:
+    return "'" if name.endswith("s") else "'s"
+
+
 def _ratios_here_over_there(results: Sequence, warm: float, reference: Reference) -> dict[str, float]:
     """Every fan-out and round trip that ran both here and there, named "<strategy>'s fan-out" or
     "<strategy>'s round trip": (here / floor (a)) over the reference's (its own floor (a))."""
@@ -185,32 +189,80 @@ def _ratios_here_over_there(results: Sequence, warm: float, reference: Reference
         for what, timing, there in (("fan-out", r.fan_out, reference.fan_out.get(r.name)),
                                     ("round trip", r.round_trip, reference.round_trip.get(r.name))):
             if timing is not None and there:
-                ratios[f"`{r.name}`'s {what}"] = timing.median / warm / there
+                ratios[f"`{r.name}`{_possessive(r.name)} {what}"] = timing.median / warm / there
     return ratios
 
 
-def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference: Reference | str | None
-                    ) -> str:
-    """Markdown: floor (a) here and in the ``reference`` (time and rate), how many times faster one
-    machine copies memory, and, row by row, this run's ratios over the reference's (the median and
-    the range, its ends named); "" without a reference or a row run in both."""
+def _seconds_here_and_there(results: Sequence, warm: float, reference: Reference
+                            ) -> dict[str, tuple[float, float]]:
+    """The rows of ``_ratios_here_over_there`` as (seconds here, seconds there: its ratio times its
+    floor (a))."""
+    seconds = {}
+    for r in results:
+        for what, timing, there in (("fan-out", r.fan_out, reference.fan_out.get(r.name)),
+                                    ("round trip", r.round_trip, reference.round_trip.get(r.name))):
+            if timing is not None and there:
+                row = f"`{r.name}`{_possessive(r.name)} {what}"
+                seconds[row] = (timing.median, there * reference.floor_warm_s)
+    return seconds
+
+
+def _where(reference: Reference) -> str:
+    """'`vm`, 2026-11-26' for the reference (its host and the date in its name, else its created time)."""
+    found = _DATE.search(reference.path.name)
+    return f"`{reference.host}`, {found.group(1) if found else reference.created[:10]}"
+
+
+def _row_seconds(name: str, pair: tuple[float, float]) -> str:
+    return f"{name}: {format_seconds(pair[0])} here, {format_seconds(pair[1])} there"
+
+
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference: Reference | str | None,
+                    here: str | None = None) -> str:
+    """Markdown: floor (a) in this run (on ``here``: the host and today's date unless given) and in
+    the ``reference`` (its host and date), how many times faster one machine copies memory, what
+    that predicts for a row (1× for pure copying, that factor for a pure fixed cost), and, row by
+    row, this run's ratios over the reference's: the median and the range, its ends named with their
+    seconds, and how many rows fall outside the prediction; "" without a reference or a row run in
+    both."""
+    import datetime
+    import socket
+
     if not isinstance(reference, Reference) or not results:
         return ""
     warm, size = floors[0].median, results[0].array_bytes
     ratios = _ratios_here_over_there(results, warm, reference)
     if not ratios:
         return ""
+    seconds = _seconds_here_and_there(results, warm, reference)
+    here = here or f"`{socket.gethostname()}`, {datetime.date.today().isoformat()}"
     speed = reference.floor_warm_s / warm * size / reference.size_bytes  # our copy rate over theirs
-    faster = "faster" if speed >= 1 else "slower"
+    factor = format_ratio(max(speed, 1 / speed))
     median = statistics.median(ratios.values())
     low, high = min(ratios, key=ratios.__getitem__), max(ratios, key=ratios.__getitem__)
-    text = (f"Floor (a): {format_seconds(warm)} here ({format_rate(size / warm)}), "
-            f"{format_seconds(reference.floor_warm_s)} on the reference's `{reference.host}` "
-            f"({format_rate(reference.size_bytes / reference.floor_warm_s)}): this machine copies "
-            f"{format_ratio(max(speed, 1 / speed))}× {faster}")
-    if (speed > 1) == (median > 1):
-        weighs = "more" if speed > 1 else "fewer"
-        text += f"; a fixed cost (a task's start, a message) does not, so it weighs {weighs} floors (a) here"
-    text += (f". Row by row, this run over the reference is {format_ratio(median)}× at the median "
-             f"({format_ratio(ratios[low])}×, {low}, to {format_ratio(ratios[high])}×, {high}).")
+    there = format_seconds(reference.floor_warm_s)
+    text = (f"Floor (a): {format_seconds(warm)} in this run ({here}), {there} in the reference "
+            f"({_where(reference)}, README's machine table): this run's machine copies "
+            f"{factor}× {'faster' if speed >= 1 else 'slower'}. A row that only copies would read 1× here "
+            f"over there; one of fixed costs only (a task's start, a message), {factor}×. Row by row: "
+            f"{format_ratio(median)}× at the median, from {format_ratio(ratios[low])}× "
+            f"({_row_seconds(low, seconds[low])}) to {format_ratio(ratios[high])}× "
+            f"({_row_seconds(high, seconds[high])}).")
+    top, bottom = max(speed, 1.0), min(speed, 1.0)
+    beyond = "by more than the copy rate"  # past the end the copy rate sets, not the one of equal seconds
+    above = sum(ratio > top for ratio in ratios.values())
+    below = sum(ratio < bottom for ratio in ratios.values())
+    outside = []
+    if above:
+        outside.append(f"{above} of {len(ratios)} rows above {format_ratio(top)}× (slower here "
+                       f"{'in seconds too' if speed >= 1 else beyond})")
+    if below:
+        outside.append(f"{below} under {format_ratio(bottom)}× (faster here "
+                       f"{beyond if speed >= 1 else 'in seconds too'})")
+    if outside:
+        text += f" {_and(outside)}: one timed run each; raise `REPEAT` before reading one row."
     return text

@@ -111,13 +111,14 @@ EXERCISE = Exercise(
     name="arrays added",
     question=("while every worker holds the array, how many whole arrays does each of " + ", ".join(CHOICES)
               + " (executor: one submit per worker) add to the tree's PSS? Answer with a dict of whole "
-              "numbers, or \"N\" for one array per worker."),
+              "numbers, or \"N\" for one array per worker: where a count grows with the workers, the check "
+              "wants \"N\", even where a number matches this run's workers."),
     check=_check,
     solution=arrays_per_way,
     explanation=("fork adds none (the workers read the parent's own pages); sharedctypes, a tmpfs memmap "
                  "and SharedMemory add one however many workers map it (PSS divides a shared page among "
                  "them); sending once and the executor (one submit per worker) give each worker its own "
-                 "copy."),
+                 "copy: \"N\", as a number would hold for one count of workers only."),
     misconceptions=(
         (_answer(fork=0, once="N", shared=0, executor="N"),
          "shared memory costs nothing: only private copies add to the machine"),
