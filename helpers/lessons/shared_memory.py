@@ -13,6 +13,8 @@ The shared table is in ``helpers.lessons.shared_memory_tables``.
 
 from __future__ import annotations
 
+import inspect
+import multiprocessing as mp
 import os
 import pickle
 import shutil
@@ -143,13 +145,14 @@ with attach(pickle.loads(bytes.fromhex(sys.argv[1]))) as view:  # the handle: na
     print(float(view.sum()))
 """
 
-# attach_and_exit's ways: what each child calls, and the code it runs
+# attach_and_exit's ways: what each child calls, and the code it runs ('our_worker': a function, below)
 ATTACH_WAYS = {"stdlib": "SharedMemory(name=...)", "untracked": "SharedMemory(name=..., track=False)",
-               "by_hand": "open /dev/shm/<name> and mmap it", "sharedarrays": "sharedarrays.shm.attach"}
+               "by_hand": "open /dev/shm/<name> and mmap it", "sharedarrays": "sharedarrays.shm.attach",
+               "our_worker": "SharedMemory(name=...)"}
 CHILD_CODE = {"stdlib": ATTACH_WITH_STDLIB, "untracked": ATTACH_UNTRACKED, "by_hand": ATTACH_BY_HAND,
               "sharedarrays": ATTACH_WITH_SHAREDARRAYS}
 UNTRACKED_SINCE = (3, 13)  # SharedMemory's track parameter
-EXERCISE_WAYS = ("stdlib", "by_hand", "sharedarrays")  # the ways that behave alike on Python 3.8-3.13
+EXERCISE_WAYS = ("stdlib", "by_hand", "sharedarrays", "our_worker")  # alike on Python 3.8-3.13
 
 
 def attach_ways_here() -> list[str]:
@@ -157,30 +160,60 @@ def attach_ways_here() -> list[str]:
     return [way for way in ATTACH_WAYS if way != "untracked" or sys.version_info >= UNTRACKED_SINCE]
 
 
+def where_it_ran(way: str) -> str:
+    """Where a way's child ran, for the page: another program's interpreter, or a process of ours."""
+    return "a process our context started" if way == "our_worker" else "another interpreter"
+
+
 def child_code_listing() -> str:
     """The code each of the exercise's children (``EXERCISE_WAYS``) runs, for the page."""
-    return "\n".join(f"# child '{way}': {ATTACH_WAYS[way]}\n{CHILD_CODE[way]}" for way in EXERCISE_WAYS)
+    code = {**CHILD_CODE, "our_worker": inspect.getsource(sum_by_name_with_stdlib)}
+    return "\n".join(f"# child '{way}': {ATTACH_WAYS[way]}\n{code[way]}" for way in EXERCISE_WAYS)
 
 
-def attach_and_exit(handle: ArrayHandle, way: str) -> ChildOutcome:
-    """A fresh interpreter attaches a 1-D float64 shared array, prints its sum and exits cleanly.
+def attach_and_exit(handle: ArrayHandle, way: str, context=None) -> ChildOutcome:
+    """A child attaches a 1-D float64 shared array, reports its sum and exits cleanly.
 
-    ``way='stdlib'``: ``SharedMemory(name=...)``, which registers the segment with the child's own
-    resource tracker (the default on every Python), so the child's exit unlinks it and warns of a
-    "leak" (seen on 3.11.7, 3.12.1 and 3.13.0). ``way='untracked'`` (Python 3.13+): the same with
-    ``track=False``. ``way='by_hand'``: open ``/dev/shm/<name>`` and ``mmap`` it, no tracker involved.
-    ``way='sharedarrays'``: ``sharedarrays.shm.attach``, which does not register it either.
-    The code each way runs: ``CHILD_CODE[way]``.
+    ``way='stdlib'``: a fresh interpreter (another program) calls ``SharedMemory(name=...)``, which
+    registers the segment with that program's own resource tracker (the default on every Python),
+    so the child's exit unlinks it and warns of a "leak" (seen on 3.11.7, 3.12.1 and 3.13.0).
+    ``way='untracked'`` (Python 3.13+): the same with ``track=False``. ``way='by_hand'``: open
+    ``/dev/shm/<name>`` and ``mmap`` it, no tracker involved. ``way='sharedarrays'``:
+    ``sharedarrays.shm.attach``, which does not register it either. The code each runs:
+    ``CHILD_CODE[way]``. ``way='our_worker'``: the stdlib attach in a process ``context`` (default
+    spawn) starts, ``sum_by_name_with_stdlib``: it registers the segment with the tracker it shares with
+    us, which unlinks only when our program ends.
     """
     if way not in ATTACH_WAYS:
-        raise ValueError(f"way must be 'stdlib', 'untracked', 'by_hand' or 'sharedarrays', got {way!r}")
+        raise ValueError("way must be 'stdlib', 'untracked', 'by_hand', 'sharedarrays' or 'our_worker', "
+                         f"got {way!r}")
     if way not in attach_ways_here():
         raise ValueError(f"SharedMemory's track=False needs Python 3.13+; this is {sys.version.split()[0]}")
+    if way == "our_worker":
+        return _attach_in_our_worker(handle, context or mp.get_context("spawn"))
     if way == "sharedarrays":
         result = run_python(CHILD_CODE[way], pickle.dumps(handle).hex())
     else:
         result = run_python(CHILD_CODE[way], handle.name, str(handle.shape[0]))
     return _outcome(result, handle.name)
+
+
+def _attach_in_our_worker(handle: ArrayHandle, context) -> ChildOutcome:
+    """``attach_and_exit``'s 'our_worker': ``sum_by_name_with_stdlib`` in a process of ``context``."""
+    results = context.Queue()
+    child = context.Process(target=sum_by_name_with_stdlib, args=(handle.name, handle.shape[0], results))
+    child.start()
+    try:
+        total = results.get(timeout=CHILD_TIMEOUT_SECONDS)
+    finally:
+        child.join(CHILD_TIMEOUT_SECONDS)
+        if child.exitcode is None:  # never leave a child behind
+            child.kill()
+            child.join()
+        results.close()
+        results.join_thread()
+    exists = (SHM_DIR / handle.name).exists()
+    return ChildOutcome(child.exitcode, repr(total), "", exists)
 
 
 VIEW_POINTERS_AS_OBJECTS = """
@@ -344,38 +377,54 @@ def time_fan_out(pool, handle: ArrayHandle, bounds: list[tuple[int, int]], repea
 def _check_which_ways_keep(answer, kept: frozenset[str]) -> str | None:
     if not isinstance(answer, set | frozenset | list | tuple) or not all(
             way in EXERCISE_WAYS for way in answer):
-        return "answer with a set of way names among 'stdlib', 'by_hand' and 'sharedarrays', e.g. {'stdlib'}"
+        return ("answer with a set of way names among 'stdlib', 'by_hand', 'sharedarrays' and 'our_worker', "
+                "e.g. {'stdlib'}")
     said = set(answer)
     for way in EXERCISE_WAYS:
         if way in said and way not in kept:
             return (f"after the '{way}' child exited (code 0, it only close()d), our segment was gone: "
                     "what did attaching register, and with which process?")
         if way not in said and way in kept:
+            if way == "our_worker":
+                return ("the 'our_worker' child left our segment: it registered it too, but with which "
+                        "tracker, and when does that one unlink?")
             return f"the '{way}' child left our segment in /dev/shm: nothing it ran unlinks the name"
     return None
 
 
 EXERCISE = Exercise(
     name="which children leave our segment",
-    question=("A fresh interpreter attaches our segment one of three ways ('stdlib': "
-              "SharedMemory(name=...), 'by_hand': open /dev/shm/<name> and mmap it, 'sharedarrays': "
-              "sharedarrays.shm.attach), sums it, close()s and exits with code 0. After which children "
-              "is our segment still in /dev/shm? Answer a set of those names (set() for none)."),
+    question=("A child attaches our segment one of four ways ('stdlib': SharedMemory(name=...) in "
+              "another program, 'by_hand': open /dev/shm/<name> and mmap it, 'sharedarrays': "
+              "sharedarrays.shm.attach, 'our_worker': SharedMemory(name=...) in a process our spawn "
+              "context starts), sums it, close()s and exits with code 0. After which children is our "
+              "segment still in /dev/shm? Answer a set of those names (set() for none)."),
     check=_check_which_ways_keep,
-    solution=lambda **measured: {"by_hand", "sharedarrays"},
-    explanation=("SharedMemory(name=...) registers the segment with the child's own resource tracker, "
-                 "which unlinks it when the child exits; mapping the file, by hand or through attach, "
-                 "tells no tracker."),
+    solution=lambda **measured: {"by_hand", "sharedarrays", "our_worker"},
+    explanation=("SharedMemory(name=...) registers the segment with the resource tracker of the program "
+                 "it runs in: another program's own tracker unlinks it when that program exits; our "
+                 "worker shares our tracker, which unlinks only when our program ends. Mapping the file, "
+                 "by hand or through attach, tells no tracker."),
     misconceptions=(
-        ({"stdlib", "by_hand", "sharedarrays"},
+        ({"stdlib", "by_hand", "sharedarrays", "our_worker"},
          "only unlink() deletes a segment, and these children only close()"),
         (set(), "a child's exit removes every segment it mapped"),
         ({"stdlib"}, "the standard library's own class is the safe way; mapping the file yourself loses it"),
+        ({"by_hand", "sharedarrays"}, "a stdlib attach unlinks at exit wherever it runs"),
     ),
 )
 
 
 # --- Worker functions (run in child processes; importable by name under spawn and forkserver) ---
+
+
+def sum_by_name_with_stdlib(name: str, n_items: int, results) -> None:
+    """The exercise's 'our_worker': the 'stdlib' child's steps, in a process our context starts."""
+    segment = SharedMemory(name=name)
+    view = np.ndarray((n_items,), dtype=np.float64, buffer=segment.buf)
+    results.put(float(view.sum()))
+    del view
+    segment.close()
 
 
 def sum_segment_slice(name: str, n_items: int, start: int, stop: int) -> float:

@@ -162,18 +162,17 @@ def post_versions(fan_outs: TableFanOuts, n_workers: int) -> str:
     verdict = ("more than" if total >= POST_FACTOR else "near" if total >= POST_FACTOR / 3
                else "short of")
     rows = [f"| {name} | {about(factor)}× |" for name, factor in factors]
-    workers_then = (f"With the post's {POST_WORKERS} workers (we ran {n_workers}) the gap would be wider "
-                    "still: one pickle each against one copy in all. " if n_workers < POST_WORKERS else "")
-    workers_then += ("The post's factor is smaller because " if total >= POST_FACTOR
-                     else "The post's factor is larger, though ")
+    workers_then = (f"With the post's {POST_WORKERS} workers (we ran {n_workers}), pickling pays "
+                    f"{POST_WORKERS} pickles against one copy in all. " if n_workers < POST_WORKERS else "")
+    workers_then += ("Not timed here: " if total >= POST_FACTOR else "The post's factor is larger, though ")
     return "\n".join([
         "**The post's 100×.** Its code today (`'S6'`) is our bytes row; its first version, whose figures "
         "it reports, our strings row, timed with tracemalloc on (which records every allocation: a pickled "
         "string is one per row). Per row, a call's fixed cost set aside:",
         "", "| factor, per row | this run |", "|---|---|", *rows,
         f"| all together, the post's setting | **{about(total)}×**, {verdict} the post's 100× |", "",
-        workers_then + f"its 2.09 s also counts starting a manager and {POST_WORKERS} spawned interpreters, "
-        "which we exclude."])
+        workers_then + f"its 2.09 s likely also counts starting a manager and {POST_WORKERS} spawned "
+        "interpreters, which we exclude."])
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,16 @@ def test_mapping_the_file_by_hand_or_with_sharedarrays_neither_unlinks_nor_warns
         assert outcome.segment_exists_after is True and outcome.warnings == []
 
 
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_stdlib_attach_in_a_process_of_ours_leaves_the_segment_to_our_tracker(method):
+    with _random_shared() as shared:
+        outcome = shared_memory.attach_and_exit(shared.handle, "our_worker", mp.get_context(method))
+        assert outcome.returncode == 0
+        assert float(outcome.stdout) == pytest.approx(shared.array.sum())
+        assert outcome.segment_exists_after is True
+    assert not (SHM_DIR / shared.name).exists()
+
+
 @pytest.mark.skipif(sys.version_info < shared_memory.UNTRACKED_SINCE, reason="track=False is Python 3.13+")
 def test_a_stdlib_attach_with_track_false_neither_unlinks_nor_warns():
     with _random_shared() as shared:
@@ -52,7 +62,7 @@ def test_a_stdlib_attach_with_track_false_neither_unlinks_nor_warns():
 
 def test_track_false_runs_only_where_this_python_has_it():
     untracked = ["untracked"] if sys.version_info >= (3, 13) else []
-    assert shared_memory.attach_ways_here() == ["stdlib", *untracked, "by_hand", "sharedarrays"]
+    assert shared_memory.attach_ways_here() == ["stdlib", *untracked, "by_hand", "sharedarrays", "our_worker"]
     assert "SharedMemory(name=sys.argv[1], track=False)" in shared_memory.CHILD_CODE["untracked"]
     assert "track=False" not in shared_memory.CHILD_CODE["stdlib"]
     listing = shared_memory.child_code_listing()
@@ -66,7 +76,7 @@ def test_track_false_runs_only_where_this_python_has_it():
 
 
 def test_an_unknown_way_is_refused():
-    with _random_shared(10) as shared, pytest.raises(ValueError, match="'by_hand' or 'sharedarrays'"):
+    with _random_shared(10) as shared, pytest.raises(ValueError, match="'sharedarrays' or 'our_worker'"):
         shared_memory.attach_and_exit(shared.handle, "pickle")
     with pytest.raises(ValueError, match="'stdlib' or 'sharedarrays'"):
         shared_memory.overfill_small_dev_shm("pickle")
