@@ -553,8 +553,8 @@ def _solve_post_race(dumps: float, loads: float, proxy_one_read: float, installe
     """The worked solution, from times the lesson measured before the race (seconds): the list sent
     with a task costs about its ``pickle.dumps`` here plus its ``pickle.loads`` in a worker; a task
     with the proxy, section 3's fastest task sending the proxy and reading once; a task on the
-    installed list, section 2's fastest task on the installed object (of the largest size). The
-    race's own times are not used."""
+    installed list, section 2's fastest task on the installed object (the middle of its sizes':
+    the fastest of one size wanders with the machine's load). The race's own times are not used."""
     return race_factors(dumps + loads, proxy_one_read, installed_task)
 
 

@@ -33,6 +33,7 @@ from helpers.measure import copy_floors
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.timing import Timing, rotated, stopwatch, time_it
+from helpers.measure.units import MiB
 from sharedarrays.executor import SharedMemoryExecutor
 from sharedarrays.shm import SharedNDArray, handle_of, process_alive
 
@@ -454,11 +455,25 @@ FAN_OUT_WAYS = ("stdlib", "private", "shared")  # the exercise's keys: stdlib po
 # array, ours with the array already in a SharedNDArray
 
 
+MALLOC_REUSE_BELOW = 32 * MiB  # glibc's largest mmap threshold: under it, malloc may keep freed buffers
+
+
+def above_malloc_reuse(array: np.ndarray) -> np.ndarray:
+    """``array``, or ``array`` repeated to just over ``MALLOC_REUSE_BELOW``: a pickle of it then gets
+    its own mapping, given back when freed, so a process's PSS counts only the copies it holds (below
+    that size glibc's malloc may keep freed pickles in its heap, and the stdlib's count would grow by
+    buffers it no longer uses)."""
+    if array.nbytes > MALLOC_REUSE_BELOW:
+        return array
+    return np.tile(array, MALLOC_REUSE_BELOW // max(array.nbytes, 1) + 1)
+
+
 def fan_outs(context, n_tasks: int, array: np.ndarray, **executor_kwargs) -> dict[str, FanOutMemory]:
     """``fan_out_memory`` of ``array`` to ``n_tasks`` tasks (one per worker), each way of
-    ``FAN_OUT_WAYS``: a stdlib pool, ours with ``array`` private, ours with a ``SharedNDArray`` copy
-    of it made before the measurement (so that copy is not counted)."""
-    fans = {"stdlib": fan_out_memory(ProcessPoolExecutor, context, n_tasks, array),
+    ``FAN_OUT_WAYS``: a stdlib pool (of ``above_malloc_reuse(array)``, counted in its own arrays), ours
+    with ``array`` private, ours with a ``SharedNDArray`` copy of it made before the measurement (so
+    that copy is not counted)."""
+    fans = {"stdlib": fan_out_memory(ProcessPoolExecutor, context, n_tasks, above_malloc_reuse(array)),
             "private": fan_out_memory(SharedMemoryExecutor, context, n_tasks, array, **executor_kwargs)}
     with SharedNDArray.copy_of(array) as shared:
         fans["shared"] = fan_out_memory(SharedMemoryExecutor, context, n_tasks, shared.array,
