@@ -278,8 +278,8 @@ def split_ways(array: np.ndarray, n_workers: int) -> dict[str, list[np.ndarray]]
     """Ways to give ``n_workers`` workers the array, as the lists of arguments one fan-out sends.
 
     "whole": the same array to each (references, nothing copied yet); "slices": one contiguous
-    slice each; "strided": every ``n_workers``-th element, from a different start for each;
-    "three quarters": the same first three quarters to each. Slices are views: nothing is copied either.
+    slice each; "strided": every ``n_workers``-th element, from a different start for each.
+    Slices are views: nothing is copied either.
     """
     if not isinstance(n_workers, int) or n_workers < 1:
         raise ValueError(f"n_workers must be a whole number of at least 1, got {n_workers!r}")
@@ -288,7 +288,6 @@ def split_ways(array: np.ndarray, n_workers: int) -> dict[str, list[np.ndarray]]
         "whole": [array] * n_workers,
         "slices": [array[start:stop] for start, stop in zip(bounds[:-1], bounds[1:], strict=True)],
         "strided": [array[start::n_workers] for start in range(n_workers)],
-        "three quarters": [array[: 3 * array.size // 4]] * n_workers,
     }
 
 
@@ -297,9 +296,18 @@ def bytes_pickled(arrays: Sequence[np.ndarray]) -> int:
     return sum(len(ForkingPickler.dumps(a)) for a in arrays)
 
 
+CHUNK_ITEMS, CHUNKSIZE = 4, 2  # the exercise's "chunks": Pool.map(f, [array] * 4, chunksize=2)
+
+
 def arrays_pickled(array: np.ndarray, n_workers: int) -> dict[str, float]:
-    """For each of ``split_ways``, the bytes pickled by one fan-out, in arrays (1.0: one array's bytes)."""
-    return {way: bytes_pickled(arrays) / array.nbytes for way, arrays in split_ways(array, n_workers).items()}
+    """For each of ``split_ways``, the bytes pickled by one fan-out, in arrays (1.0: one array's bytes);
+    and "chunks": ``Pool.map`` of ``[array] * CHUNK_ITEMS`` with ``chunksize=CHUNKSIZE``, which pickles one
+    task per chunk (``Pool._get_tasks``: a tuple of its items), each pickle writing a repeated object once."""
+    sent = {way: bytes_pickled(arrays) / array.nbytes for way, arrays in split_ways(array, n_workers).items()}
+    items = [array] * CHUNK_ITEMS
+    chunks = [tuple(items[i:i + CHUNKSIZE]) for i in range(0, CHUNK_ITEMS, CHUNKSIZE)]
+    sent["chunks"] = bytes_pickled(chunks) / array.nbytes
+    return sent
 
 
 def time_fan_outs(context, n_workers: int, ways: Mapping[str, Sequence[np.ndarray]], repeat: int
@@ -444,7 +452,10 @@ def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: flo
     return ax
 
 
-EXERCISE_WAYS = ("strided", "three quarters")  # the ways of ``split_ways`` the exercise asks about
+EXERCISE_WAYS = ("strided", "chunks")  # the ways of ``arrays_pickled`` the exercise asks about
+_HINTS = {"strided": "a view pickles a copy of just the elements it shows",
+          "chunks": ("Pool.map pickles one task per chunk, and one pickle writes an object it meets twice "
+                     "only once")}
 
 
 def _check_pickled_prediction(answer, n_workers: int, sent: Mapping[str, float]) -> str | None:
@@ -454,31 +465,29 @@ def _check_pickled_prediction(answer, n_workers: int, sent: Mapping[str, float])
         predicted, measured = answer[way], sent[way]
         if not isinstance(predicted, int | float) or abs(predicted - measured) > 0.05 * measured + 0.01:
             return (f"{way!r}: one fan-out to {n_workers} workers pickled {measured:.2f} arrays, not "
-                    f"{predicted!r}; a view pickles a copy of the elements it shows, once per task")
+                    f"{predicted!r}; {_HINTS[way]}")
     return None
 
 
 EXERCISE = Exercise(
     name="bytes through the pipes",
-    question=("one fan-out sends one task per worker. How many arrays' worth of bytes does it pickle "
-              "when worker i gets array[i::N_WORKERS] ('strided'), or every worker gets "
-              "array[:3 * array.size // 4] ('three quarters')? Answer "
-              "{'strided': ..., 'three quarters': ...}, in arrays (1.0 = the array's bytes)."),
+    question=("how many arrays' worth of bytes does one fan-out pickle when worker i gets "
+              "array[i::N_WORKERS] ('strided': one task per worker), or with "
+              "Pool.map(workers.sum_array, [array] * 4, chunksize=2) ('chunks')? Answer "
+              "{'strided': ..., 'chunks': ...}, in arrays (1.0 = the array's bytes)."),
     check=_check_pickled_prediction,
-    solution=lambda n_workers, sent: {"strided": 1.0, "three quarters": 3 * n_workers / 4},
-    explanation=("A view, strided or not, pickles a copy of just the elements it shows, and every task "
-                 "pickles its own argument: the strided views add up to one array, the same three quarters "
-                 "sent to each worker cost three quarters of an array per worker."),
-    # Three quarters, not a quarter or a half: N / 4 (N / 2) of an array is one array in all at 4 (2)
-    # workers, the answer "every split sends one array in all" gives; 3 N / 4 is 1 for no worker count.
+    solution=lambda n_workers, sent: {"strided": 1.0, "chunks": CHUNK_ITEMS / CHUNKSIZE},
+    explanation=("A view, strided or not, pickles a copy of just the elements it shows: the strided views "
+                 "add up to one array. Pool.map pickles one task per chunk, and pickle's memo writes the "
+                 "array a chunk holds twice only once: 2 chunks, 2 arrays, not 4."),
     misconceptions=(  # with 2 workers, as the lesson's unit test measures (and 3, 4)
-        ({"strided": 1.0, "three quarters": 1.0},
-         "every split sends one array in all"),
-        ({"strided": 2.0, "three quarters": 1.5},
-         "a strided view pickles the whole buffer it spans: N_WORKERS arrays in all"),
-        ({"strided": 1.0, "three quarters": 0.75},
+        ({"strided": 1.0, "chunks": 1.0},
          "the pool pickles an argument that every task shares only once"),
-        ({"strided": 0.5, "three quarters": 0.75},
+        ({"strided": 2.0, "chunks": 2.0},
+         "a strided view pickles the whole buffer it spans: N_WORKERS arrays in all"),
+        ({"strided": 1.0, "chunks": 4.0},
+         "every item pickles its own copy of the array, even inside one chunk"),
+        ({"strided": 0.5, "chunks": 1.0},
          "what one task pickles (here half an array) is what the whole fan-out pickles"),
     ),
 )

@@ -26,13 +26,13 @@ def test_each_task_pickles_the_elements_its_argument_shows(measured):
     assert sent["whole"] == pytest.approx(measured["n_workers"], rel=0.01)
     assert sent["slices"] == pytest.approx(1.0, rel=0.01)
     assert sent["strided"] == pytest.approx(1.0, rel=0.01)
-    assert sent["three quarters"] == pytest.approx(3 * measured["n_workers"] / 4, rel=0.01)
+    assert sent["chunks"] == pytest.approx(2.0, rel=0.01)  # 2 chunks of the same array twice: memo
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (lambda n: {"strided": n, "three quarters": 3 * n / 4}, "'strided'"),  # "a strided view sends its buffer"
-    (lambda n: {"strided": 1.0, "three quarters": 0.75}, "'three quarters'"),  # "the pool sends it once"
-    (lambda n: {"strided": 1.0, "three quarters": "three quarters"}, "'three quarters'"),
+    (lambda n: {"strided": n, "chunks": 2.0}, "'strided'"),  # "a strided view sends its buffer"
+    (lambda n: {"strided": 1.0, "chunks": 4.0}, "'chunks'"),  # "every item pickles its own copy"
+    (lambda n: {"strided": 1.0, "chunks": "two"}, "'chunks'"),
     (lambda n: {"strided": 1.0}, "dict of one number per way"),
     (lambda n: [1.0, n / 2], "dict of one number per way"),
 ])
@@ -52,11 +52,9 @@ def test_every_named_misconception_is_rejected(measured, answer, misconception, 
 
 @pytest.mark.parametrize("n_workers", range(2, 17))
 def test_every_split_sending_one_array_in_all_is_rejected_at_any_worker_count(n_workers):
-    """Why the exercise asks about three quarters, not a quarter or a half: a quarter sent to each of 4
-    workers (a half to each of 2) is one array in all, which is what that misconception answers;
-    three quarters to each is one array at no worker count (the "Try it" suggests 4)."""
+    """The answer "every way sends one array in all" fails at any worker count (the "Try it" suggests 4)."""
     sent = pickle_baseline.arrays_pickled(np.random.default_rng(3).random(MiB // 8), n_workers)
-    one_in_all = {"strided": 1.0, "three quarters": 1.0}
+    one_in_all = {"strided": 1.0, "chunks": 1.0}
     assert pickle_baseline.EXERCISE.check(one_in_all, n_workers=n_workers, sent=sent) is not None
     assert pickle_baseline.EXERCISE.check(pickle_baseline.EXERCISE.solution(n_workers, sent),
                                           n_workers=n_workers, sent=sent) is None
