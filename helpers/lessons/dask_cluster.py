@@ -463,9 +463,8 @@ EXERCISE = Exercise(
     name="copies, scattered or not",
     question=f"On these workers, you scatter the array with broadcast=True and submit {TASKS_PER_WORKER} "
              "tasks to each worker, each given the future; then you submit as many given the array itself, "
-             "client.submit(f, array, pure=False) (impure: Dask merges no calls). How many distinct copies "
-             "of the array do the tasks get each way (one in a worker's data store counts once, however many "
-             "of its tasks share it)? Answer with two whole numbers, "
+             "client.submit(f, array, pure=False). How many distinct copies of the array do the tasks get "
+             "each way? Answer with two whole numbers, "
              "(with the future, with the array itself). It needs 2 workers or more (LAB_WORKERS=2): with "
              "one, some wrong answers give the right count.",
     check=_copies_check,
