@@ -61,3 +61,14 @@ def test_every_named_misconception_is_rejected(measured, answer, misconception, 
 
 def test_the_worked_solution_passes(measured, monkeypatch, capsys):
     assert_worked_solution_passes(fork_copy_on_write.EXERCISE, monkeypatch, capsys, **measured)
+
+
+def test_section_2_checks_hold_on_the_solutions_figures_and_fail_on_a_misconception():
+    rows = 64 * MiB
+    least = {"iterate": rows, "iterate, gc.freeze()": rows, "gc.collect()": 60 * MiB,
+             "gc.collect(), rows freed": 29 * MiB}
+    most = {"gc.collect(), gc.freeze()": MiB}
+    assert all(fork_copy_on_write.section_2_checks(least, most, 0.5 * rows, rows).values())
+    frozen_spares_iterating = {**least, "iterate, gc.freeze()": 0}
+    assert not fork_copy_on_write.section_2_checks(frozen_spares_iterating, most, 0.5 * rows, rows)["b"]
+    assert not fork_copy_on_write.section_2_checks(least, most, rows, rows)["e"]
