@@ -122,4 +122,4 @@ def start_up_over(start_up, empty_pool) -> str:
     extra = start_up_added(start_up, empty_pool)
     if extra is None:
         return f"within an empty pool's spread ({format_seconds(start_up_spread(empty_pool))})"
-    return f"+{format_seconds(extra)} start-up"
+    return f"+{format_seconds(float(f'{extra:.2g}'))} start-up"  # two digits, as the lesson's prose rounds it
