@@ -353,16 +353,17 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
              if up_median[threads_np] < 0.9 * up[threads_np] else "")
     feeder = "the pool's one *feeder thread* pickles the chunks and sends them one after another"
     whose = "its own control's" if loop_control != control else "NumPy's control's"
-    late = (f", less than {whose} {up[loop_control]:.2f}× (nothing sent): {feeder}, so each worker starts "
-            "only once the chunks before its own are sent"
+    late = (f" That is less than {whose} {up[loop_control]:.2f}× (nothing sent): {feeder}, so each worker "
+            "starts only once the chunks before its own are sent."
             if up[processes_py] < up[loop_control] - 0.2 and calm.get(processes_py, True) else "")
     loop = (f"- **Python loop:** threads **{up[threads_py]:.2f}×**"
             + ("" if free_threaded else ": they take turns")
             + (f" ({waited(threads_py)[2:]}; section 3's probe judges it)"
                if not calm.get(threads_py, True) else "")
             + f". {n} processes ran {up[processes_py]:.2f}× as fast as one "
-            f"({up_median[processes_py]:.2f}× on medians{waited(processes_py)}){late}. "
-            f"They {'took longer than' if slower else 'took less time than'} the threads "
+            f"({up_median[processes_py]:.2f}× on medians{waited(processes_py)}), which first had to receive "
+            f"all {format_bytes(python_bytes)}.{late} "
+            f"They {'still took longer than' if slower else 'took less time than'} the threads "
             f"({format_seconds(fastest[processes_py])} against {format_seconds(fastest[threads_py])}).")
     control_wait = by[control].waited_for_cpu
     if usable_cpus >= n >= 2 and control_wait > wait_limit:
@@ -423,7 +424,10 @@ def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = No
         head += (f" Whether NumPy's processes, sent nothing, beat its threads is not judged {race}"
                  if unfair("sum_numpy") else
                  f" Sent nothing, NumPy's processes beat its threads {race}" if unsent < 0.8 * threads else
-                 f" Even sent nothing, NumPy's processes did not clearly beat its threads {race}")
+                 f" Even sent nothing, NumPy's processes were barely faster than its threads {race}"
+                 if unsent < threads else
+                 f" Even sent nothing, NumPy's processes were "
+                 f"{'slower than' if unsent > threads else 'no faster than'} its threads {race}")
     loop_own = by.get((PROCESSES, OWN_CHUNK["sum_python"]))
     floats = by[THREADS, "sum_python"].nbytes // 8  # float64
     if loop_own is None or not floats:
@@ -433,18 +437,19 @@ def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = No
     receiving = max(0.0, by[PROCESSES, "sum_python"].timings[1].min - loop_own.timings[1].min) / floats
     threads, processes = times["sum_python"]
     saved = work * (1 - 1 / n)  # what n workers take off each element's work, sending aside
-    share = "half of that" if n == 2 else f"the {saved * 1e9:.0f} ns that {n} workers save"
-    lost = processes > threads
-    rule = (f"**Python code holds the GIL, so it needs processes** (or a free-threaded build), and they pay "
-            f"off only when sending an element costs less than the work they save on it: here the loop spent "
-            f"about {work * 1e9:.0f} ns per float, and sending one to a process cost about "
-            f"{receiving * 1e9:.0f} ns, {'more' if receiving > saved else 'less'} than {share}, "
-            f"{'so' if (receiving > saved) == lost else 'yet'} {n} processes "
-            f"{'lost to' if lost else 'beat'} the threads; sent nothing, {n} of them took "
-            f"{format_seconds(loop_own.timings[n].min)} against the threads' {format_seconds(threads)}"
+    share = "half of that" if n == 2 else f"{1 - 1 / n:.0%} of that"
+    lost, costly = processes > threads, receiving > saved
+    sent_nothing = format_seconds(loop_own.timings[n].min)
+    rule = (f"**Python code holds the GIL, so it needs processes** (or a free-threaded build), and they "
+            f"pay off only when moving an element to a process costs less than the work they save on it. "
+            f"The loop cost about {work * 1e9:.1f} ns per float; {n} processes save {share} "
+            f"({saved * 1e9:.1f} ns), {'but' if costly else 'and'} moving a float to a process cost about "
+            f"{receiving * 1e9:.1f} ns (pickled in the parent, unpickled in the worker, partly at once), "
+            f"{'so' if costly == lost else 'yet'} they {'lost' if lost else 'won'}: "
+            f"{format_seconds(processes)} against the threads' {format_seconds(threads)}. "
+            f"Sent nothing, {n} of them took {sent_nothing}"
             + (f" ({unfair('sum_python')[2:]})" if unfair("sum_python") else "")
-            + ". Heavier work per element, or sharing the array (lessons 04 to 08), "
-            "tips the balance.")
+            + ". Heavier work per element, or sharing the array (lessons 04 to 08), tips the balance.")
     return f"- {head}\n- {rule}"
 
 
