@@ -49,24 +49,26 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
                + (" plus a message" if firsts.median > parts.copy_of.median else ""))
     first = f"about {copy_of}" if 0.85 <= first_over <= 1.2 else f"{about(first_over)}× {copy_of}"
     new_sum = new_parts.read.median + new_parts.compute.median + parts.copy_of.median + parts.release.median
-    off = round(100 * (new_sum / ours_new.median - 1))  # the parts' sum against the call, in per cent
-    off_by = "" if abs(off) < 4 else f" ({abs(off)}% {'more' if off > 0 else 'less'})"
+    off = round(100 * (new_sum / ours_new.median - 1))  # the estimate against the call, in per cent
+    off_by = "" if abs(off) < 4 else f" ({abs(off)}% {'more' if off > 0 else 'less'}; timed apart)"
     shared = (f"{format_seconds(ours.shared.min)} at {format_bytes(array_bytes)}, "
               f"{format_seconds(ours_small.shared.min)} at {format_bytes(small_bytes)}")
+    faults = max(new_parts.read_shared.median - new_parts.sum_here.median, 0.0)  # a shared sum less the sum
     return (
-        f"*What to see:* a warm echo took {format_seconds(stdlib.warm.median)} through the stdlib, "
+        f"*What to see:* a warm echo took {format_seconds(stdlib.warm.median)} through the stdlib (median of "
+        f"{len(stdlib.warm.runs)} calls after a first one), "
         f"**{about(stdlib.warm.median / ours.warm.median)}×** ours ({format_seconds(ours.warm.median)}, "
         f"{about(ours.warm.median / parts.warm.median)}× floor (a); fastest runs "
         f"{about(ours.warm.min / parts.warm.min)}×). First calls ({format_seconds(firsts.median)}, the pool "
         f"emptied before each) made a segment: {first}. Already shared, fastest runs: {shared}: one message. "
-        "A task that reads the array also pays the worker's page faults each call: a sum took "
-        f"{format_seconds(new_parts.read.median)} warm, "
+        f"A sum, which reads the array, took {format_seconds(new_parts.read.median)} warm, "
         f"{format_seconds(new_parts.read_shared.median)} already shared, "
-        f"{format_seconds(new_parts.sum_here.median)} in this process. `x + 1` took "
-        f"{format_seconds(ours_new.median)} warm; its parts, timed apart, add up to "
-        f"{format_seconds(new_sum)}{off_by}: "
-        "a call that reads the array (the warm sum's), computing `x + 1` here "
-        f"({format_seconds(new_parts.compute.median)}) and a new result segment, made and unlinked "
+        f"{format_seconds(new_parts.sum_here.median)} here: each task maps the segment afresh, and its first "
+        "touch of each page is a minor fault (no copy, no zeroing), about "
+        f"{format_seconds(faults)} a call, {about(faults / parts.warm.median)} warm copies. "
+        f"`x + 1` took {format_seconds(ours_new.median)} warm, its parts {format_seconds(new_sum)}{off_by}: "
+        f"the warm sum's call, `x + 1` computed here ({format_seconds(new_parts.compute.median)}), and a new "
+        "result segment, estimated as section 2's `copy_of` and unlink "
         f"({format_seconds(parts.copy_of.median)} + {format_seconds(parts.release.median)})."
         "\n\n**Conclusion.** Warm: one copy into old pages plus a message; shared once: the message. Reading "
         "the array adds the worker's page faults; a new big result, a new segment.")
