@@ -244,12 +244,41 @@ def run_transport(sizes: list[int], args: argparse.Namespace, bar) -> list[dict]
 
 
 def _clean_after_interrupt() -> None:
-    """After Ctrl-C every pool is shut down by its ``with`` block; drop anything of ours an interrupt
-    caught half-made (a segment whose name carries this process's pid)."""
+    """After Ctrl-C every pool is shut down by its ``with`` block; end any child an interrupt caught
+    half-started, then drop anything of ours it caught half-made (a segment whose name carries this
+    process's pid)."""
     gc.collect()
+    _end_children_left_running()
     for path in leftovers.ours():
         if path.name.startswith(f"{leftovers.SEGMENT_PREFIX}{os.getpid()}_"):
             path.unlink(missing_ok=True)
+
+
+def _end_children_left_running(grace_s: float = 1.0, kill_after_s: float = 5.0) -> None:
+    """End every child process still running once the ``with`` blocks have closed: a worker whose
+    start Ctrl-C interrupted belongs to no pool any more. Left alone, it would still be reading its
+    start-up pickle when this process exits, and exit removes the pool's semaphores before it joins
+    children, so the child would print a FileNotFoundError traceback after our last line. Each gets
+    ``grace_s`` seconds to end itself, then SIGTERM, then SIGKILL after ``kill_after_s``.
+    multiprocessing's resource tracker and forkserver are left running: they end when we do, the
+    tracker after removing what it tracks."""
+    import psutil
+
+    def is_ours_to_end(child: psutil.Process) -> bool:
+        try:
+            command = " ".join(child.cmdline())
+        except psutil.Error:
+            return False
+        return "resource_tracker" not in command and "forkserver" not in command
+
+    children = [child for child in psutil.Process().children() if is_ours_to_end(child)]
+    _, alive = psutil.wait_procs(children, timeout=grace_s)
+    for child in alive:
+        child.terminate()
+    _, alive = psutil.wait_procs(alive, timeout=kill_after_s)
+    for child in alive:
+        child.kill()
+    psutil.wait_procs(alive, timeout=kill_after_s)
 
 
 def _check_input(args: argparse.Namespace, suite: str) -> tuple[list[int], list[str], dict | None]:

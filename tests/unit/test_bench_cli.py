@@ -146,6 +146,42 @@ def test_ctrl_c_shuts_everything_down_and_exits_130(tmp_path):
     assert live_processes_in_group(pid) == []  # no worker, no tracker survives
 
 
+HALF_STARTED_WORKER = """
+import multiprocessing, sys, time
+sys.path.insert(0, {root!r})
+from helpers.bench import cli
+
+
+def hold(lock):
+    with lock:
+        time.sleep(30)
+
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("spawn")
+    lock = context.Lock()  # a pool's semaphore: exit removes it before it joins children
+    worker = context.Process(target=hold, args=(lock,))
+    worker.start()
+    print(worker.pid, flush=True)
+    multiprocessing.process._children.discard(worker)  # no pool holds it, as after an interrupted start
+    cli._clean_after_interrupt()
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_whose_start_was_interrupted_is_ended_before_exit_and_prints_nothing(tmp_path):
+    """The race CI met once: Ctrl-C between a pool worker's launch and the pool recording it. Exit
+    then removes the pool's semaphores while the worker still unpickles them, and the worker printed
+    a FileNotFoundError traceback after our 'interrupted:' line. The clean-up ends it first."""
+    script = tmp_path / "half_started.py"
+    script.write_text(HALF_STARTED_WORKER.format(root=str(ROOT)))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=50)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    worker_pid = int(done.stdout.split()[0])
+    assert not psutil.pid_exists(worker_pid) or psutil.Process(worker_pid).status() == psutil.STATUS_ZOMBIE
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("when", ["json", "png"])
 def test_ctrl_c_while_the_report_is_written_exits_130_with_both_files_or_neither(tmp_path, when):
