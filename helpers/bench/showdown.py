@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from helpers.lessons.showdown_lesson import ONE_ARRAY, format_arrays
 from helpers.measure import plots
 from helpers.measure.leftovers import TEMP_PREFIX
+from helpers.measure.memory import GLIBC_MMAP_THRESHOLD_MAX
 from helpers.measure.timing import Timing
 from helpers.measure.units import format_bytes, format_ratio, format_seconds
 
@@ -663,13 +664,6 @@ def added_arrays(results: Sequence) -> dict[str, float]:
     strategies that ran and whose memory was measured)."""
     return {name: r.pss_added_bytes / r.array_bytes for name, r in ran(results).items()
             if r.pss_added_bytes is not None}
-
-
-# glibc's malloc serves a block of at least its mmap threshold with a mapping of its own, returned to
-# the kernel on free; after such a free it raises the threshold to that block's size, up to 32 MiB
-# (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit), so later blocks of that size come from the heap, which
-# keeps freed blocks for reuse. tests/unit/test_strategies.py measures it (MALLOC_MMAP_THRESHOLD_).
-GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 
 
 # The ways whose server process holds a copy of its own, besides one per reading worker (lesson 03's

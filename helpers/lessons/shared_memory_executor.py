@@ -31,9 +31,8 @@ from helpers.lessons.demos import SETTLE_SECONDS, hold, increase
 from helpers.lessons.exercises import Exercise
 from helpers.measure import copy_floors
 from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
-from helpers.measure.memory import MemoryReport, track_memory
+from helpers.measure.memory import GLIBC_MMAP_THRESHOLD_MAX, MemoryReport, track_memory
 from helpers.measure.timing import Timing, rotated, stopwatch, time_it
-from helpers.measure.units import MiB
 from sharedarrays.executor import SharedMemoryExecutor
 from sharedarrays.shm import SharedNDArray, handle_of, process_alive
 
@@ -455,17 +454,14 @@ FAN_OUT_WAYS = ("stdlib", "private", "shared")  # the exercise's keys: stdlib po
 # array, ours with the array already in a SharedNDArray
 
 
-MALLOC_REUSE_BELOW = 32 * MiB  # glibc's largest mmap threshold: under it, malloc may keep freed buffers
-
-
 def above_malloc_reuse(array: np.ndarray) -> np.ndarray:
-    """``array``, or ``array`` repeated to just over ``MALLOC_REUSE_BELOW``: a pickle of it then gets
-    its own mapping, given back when freed, so a process's PSS counts only the copies it holds (below
+    """``array``, or ``array`` repeated to just over ``GLIBC_MMAP_THRESHOLD_MAX``: a pickle of it then
+    gets its own mapping, given back when freed, so a process's PSS counts only the copies it holds (below
     that size glibc's malloc may keep freed pickles in its heap, and the stdlib's count would grow by
     buffers it no longer uses)."""
-    if array.nbytes > MALLOC_REUSE_BELOW:
+    if array.nbytes > GLIBC_MMAP_THRESHOLD_MAX:
         return array
-    return np.tile(array, MALLOC_REUSE_BELOW // max(array.nbytes, 1) + 1)
+    return np.tile(array, GLIBC_MMAP_THRESHOLD_MAX // max(array.nbytes, 1) + 1)
 
 
 def fan_outs(context, n_tasks: int, array: np.ndarray, **executor_kwargs) -> dict[str, FanOutMemory]:

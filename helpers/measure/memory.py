@@ -31,6 +31,12 @@ from helpers.measure.proctree import (
 )
 from helpers.measure.units import format_bytes
 
+# glibc's malloc serves a block of at least its mmap threshold with a mapping of its own, returned to
+# the kernel on free; after such a free it raises the threshold to that block's size, up to 32 MiB
+# (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit), so later blocks of that size come from the heap, which
+# keeps freed blocks for reuse: a process's PSS can then count buffers it no longer uses.
+# tests/unit/test_strategies.py measures it (MALLOC_MMAP_THRESHOLD_).
+GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024  # bytes
 DEFAULT_INTERVAL = 0.01  # seconds between samples
 MAX_CPU_SHARE = 0.05  # the sampler's promise: at most this share of one core
 # Reading /proc/PID/smaps_rollup (PSS, USS) costs the kernel ~0.5 ms per process; statm (RSS) ~20 µs.
