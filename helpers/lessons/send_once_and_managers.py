@@ -294,16 +294,6 @@ def seconds_to_start_installing(context, n_workers: int, objects: Sequence,
     return empty, installing
 
 
-def read_seconds(items, indices: Sequence[int]) -> list[float]:
-    """Seconds of each ``items[i]`` read, timed one by one (for a proxy: one round trip each)."""
-    times = []
-    for i in indices:
-        start = time.perf_counter()
-        items[i]
-        times.append(time.perf_counter() - start)
-    return times
-
-
 def loop_read_seconds(items, indices: Sequence[int], repeat: int = 5) -> float:
     """Median seconds per ``items[i]`` read in a loop over ``indices`` (too fast to time one by one)."""
 
@@ -479,12 +469,11 @@ def move_into_manager(manager, item_lists: Sequence[list], report,
 
 @dataclass(frozen=True)
 class ProxyCosts:
-    """Seconds measured through Manager list proxies: ``worker_reads``, a worker's single reads one by
-    one; ``by_size``, a task sent each list's proxy that reads one batch's items one by one;
-    ``sent`` and ``installed``, {reads per task: Timing} with the largest list's proxy sent with
-    every task or installed once per worker; ``workers``, the pids of both pools' workers."""
+    """Seconds measured through Manager list proxies: ``by_size``, a task sent each list's proxy that
+    reads one batch's items one by one; ``sent`` and ``installed``, {reads per task: Timing} with the
+    largest list's proxy sent with every task or installed once per worker; ``workers``, the pids of
+    both pools' workers."""
 
-    worker_reads: list[float]
     by_size: list[Timing]
     sent: dict[int, Timing]
     installed: dict[int, Timing]
@@ -492,14 +481,13 @@ class ProxyCosts:
 
 
 def proxy_task_costs(context, n_workers: int, proxies: Sequence, reads_per_task: Sequence[int],
-                     tasks: int, single_reads: int) -> ProxyCosts:
+                     tasks: int) -> ProxyCosts:
     """Time ``tasks`` tasks (after one warm-up) per setting in two pools: one sent the proxy with
     every task (``items_sum(proxy, range(k))``), one with the last proxy installed by an
-    initializer (``installed_items_sum(range(k))``); and ``single_reads`` reads from a worker."""
+    initializer (``installed_items_sum(range(k))``)."""
     proxy, batch = proxies[-1], range(BATCH_ITEMS)
     with context.Pool(n_workers) as pool:
         workers = list(answers_from_every_worker(pool, n_workers))
-        worker_reads = pool.apply(read_seconds, (proxy, range(single_reads)))
         by_size = [seconds_per_task(pool, items_sum, [(p, batch)] * (1 + tasks)) for p in proxies]
         sent = {k: seconds_per_task(pool, items_sum, [(proxy, range(k))] * (1 + tasks))
                 for k in reads_per_task}
@@ -507,7 +495,7 @@ def proxy_task_costs(context, n_workers: int, proxies: Sequence, reads_per_task:
         workers += list(answers_from_every_worker(pool, n_workers))
         installed = {k: seconds_per_task(pool, installed_items_sum, [(range(k),)] * (1 + tasks))
                      for k in reads_per_task}
-    return ProxyCosts(worker_reads, by_size, sent, installed, workers)
+    return ProxyCosts(by_size, sent, installed, workers)
 
 
 # --- The Keras post's setting, and the lesson's exercise ------------------------------------------
@@ -531,14 +519,16 @@ def post_items(n_items: int = POST_ITEMS) -> list[tuple[str, list[int]]]:
 def seconds_to_unpickle(payload: bytes, repeat: int = 3) -> float:
     """Worker: the fastest of ``repeat`` ``pickle.loads(payload)``, seconds: what a worker pays to
     unpickle an argument it was sent (timed here, in a fresh worker, not in the notebook's kernel,
-    whose far larger heap makes each garbage collection the unpickling triggers slower). With
-    ``repeat=1``, the first run: into fresh pages, as a task meets it (later runs reuse the pages the
-    first freed, and are faster)."""
+    whose far larger heap makes each garbage collection the unpickling triggers slower). The object
+    is freed after the clock stops, as a pool worker frees a task's arguments after sending its
+    answer. With ``repeat=1``, the first run: into fresh pages, as a task meets it (later runs reuse
+    the pages the first freed, and are faster)."""
     runs = []
     for _ in range(repeat):
         start = time.perf_counter()
-        pickle.loads(payload)
+        obj = pickle.loads(payload)
         runs.append(time.perf_counter() - start)
+        del obj  # freeing it is not timed: a pool worker frees its arguments after answering
     return min(runs)
 
 
