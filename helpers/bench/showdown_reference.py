@@ -250,7 +250,8 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
                 f"{format_seconds(warm)} here, {here}; {there} there, {_where(reference)}, README's machine "
                 f"table); its start-ups and messages sped up less, so ratios here run higher "
                 f"({format_ratio(median)}× the reference's at the median, {format_ratio(ratios[low])}× to "
-                f"{format_ratio(ratios[high])}×). Compare the order of the rows, not their ratios.")
+                f"{format_ratio(ratios[high])}×). Compare the order of rows 2× or more apart, not their "
+                "ratios.")
     text = (f"Floor (a): {format_seconds(warm)} in this run ({here}), {there} in the reference "
             f"({_where(reference)}, README's machine table): this run's machine copies "
             f"{factor}× {'faster' if speed >= 1 else 'slower'}. A row that only copies would read 1× here "
@@ -270,5 +271,5 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
         outside.append(f"{below} under {format_ratio(bottom)}× (faster here "
                        f"{beyond if speed >= 1 else 'in seconds too'})")
     if outside:
-        text += f" {_and(outside)}: one timed run each; raise `REPEAT` before reading one row."
+        text += f" {_and(outside)}: rerun, or raise `REPEAT`, before reading one row."
     return text

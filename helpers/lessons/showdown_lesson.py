@@ -70,7 +70,7 @@ def _count(given, n_workers: int) -> int:
 
 def _check(answer, added_arrays: dict[str, float], n_workers: int) -> str | None:
     if not isinstance(answer, dict):
-        return "give a dict of whole numbers or \"N\", e.g. {'fork_cow': 3, 'send_once': 'N', ...}"
+        return "give a dict of whole numbers or \"N\", e.g. {'fork_cow': 3, 'shared_memory': 2, ...}"
     unknown = sorted(str(name) for name in set(answer) - set(CHOICES))
     if unknown:
         return f"{', '.join(unknown)} is not one of the ways asked: {', '.join(CHOICES)}"
@@ -111,8 +111,7 @@ EXERCISE = Exercise(
     name="arrays added",
     question=("while every worker holds the array, how many whole arrays does each of " + ", ".join(CHOICES)
               + " (executor: one submit per worker) add to the tree's PSS? Answer with a dict of whole "
-              "numbers, or \"N\" for one array per worker: where a count grows with the workers, the check "
-              "wants \"N\", even where a number matches this run's workers."),
+              "numbers, or \"N\" for one array per worker."),
     check=_check,
     solution=arrays_per_way,
     explanation=("fork adds none (the workers read the parent's own pages); sharedctypes, a tmpfs memmap "
