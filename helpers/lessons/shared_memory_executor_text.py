@@ -42,15 +42,19 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
                             array_bytes: int, small_bytes: int) -> str:
     """Section 5's *What to see* and conclusion: the stdlib's warm echo against ours and floor (a),
     a first call against ``copy_of`` (section 2), echoes already shared at two sizes, a sum read by the
-    worker, and ``x + 1`` against the sum of its parts timed apart."""
+    worker, and ``x + 1`` against its parts timed apart (a sum's call less the sum, ``x + 1`` here, a
+    new segment made and unlinked)."""
     message = max(ours.warm.median - ours.warm_copy.median, 0.0)  # a warm echo less its copy
     first_over = firsts.median / (parts.copy_of.median + message)
     copy_of = (f"`copy_of`'s {format_seconds(parts.copy_of.median)}"
                + (" plus a message" if firsts.median > parts.copy_of.median else ""))
     first = f"about {copy_of}" if 0.85 <= first_over <= 1.2 else f"{about(first_over)}× {copy_of}"
-    new_sum = new_parts.read.median + new_parts.compute.median + parts.copy_of.median + parts.release.median
-    off = round(100 * (new_sum / ours_new.median - 1))  # the estimate against the call, in per cent
-    off_by = "" if abs(off) < 4 else f" ({abs(off)}% {'more' if off > 0 else 'less'}; timed apart)"
+    carried = new_parts.read.median - new_parts.sum_here.median  # a warm sum's call less the sum itself
+    new_sum = carried + new_parts.compute.median + parts.copy_of.median + parts.release.median
+    rest = ours_new.median - new_sum  # what the parts, timed apart, leave of the call
+    left = ("" if abs(rest) < 0.04 * ours_new.median else
+            f"; {format_seconds(rest)} not broken down" if rest > 0 else
+            f", {round(-100 * rest / ours_new.median)}% more than the call")
     shared = (f"{format_seconds(ours.shared.min)} at {format_bytes(array_bytes)}, "
               f"{format_seconds(ours_small.shared.min)} at {format_bytes(small_bytes)}")
     faults = max(new_parts.read_shared.median - new_parts.sum_here.median, 0.0)  # a shared sum less the sum
@@ -66,9 +70,10 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
         f"{format_seconds(new_parts.sum_here.median)} here: each task maps the segment afresh, and its first "
         "touch of each page is a minor fault (no copy, no zeroing), about "
         f"{format_seconds(faults)} a call, {about(faults / parts.warm.median)} warm copies. "
-        f"`x + 1` took {format_seconds(ours_new.median)} warm, its parts {format_seconds(new_sum)}{off_by}: "
-        f"the warm sum's call, `x + 1` computed here ({format_seconds(new_parts.compute.median)}), and a new "
-        "result segment, estimated as section 2's `copy_of` and unlink "
-        f"({format_seconds(parts.copy_of.median)} + {format_seconds(parts.release.median)})."
+        f"`x + 1` took {format_seconds(ours_new.median)} warm; its parts, timed apart, "
+        f"{format_seconds(new_sum)}: the warm sum's call less the sum ({format_seconds(carried)}: copy, "
+        f"messages, faults), `x + 1` here ({format_seconds(new_parts.compute.median)}), a new result segment "
+        f"as section 2's `copy_of` and unlink ({format_seconds(parts.copy_of.median)} + "
+        f"{format_seconds(parts.release.median)}){left}."
         "\n\n**Conclusion.** Warm: one copy into old pages plus a message; shared once: the message. Reading "
         "the array adds the worker's page faults; a new big result, a new segment.")
