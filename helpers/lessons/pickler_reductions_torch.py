@@ -203,7 +203,7 @@ def keep_received_arrays(receiver, reporter, nofile_limit: int, n_arrays: int, n
 
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile_limit, hard))
-    for _ in range(n_rounds):
+    for _ in range(n_rounds):  # one round per way of sending
         kept, error, read = [], "", 0
         try:
             while read < n_arrays:
@@ -213,7 +213,7 @@ def keep_received_arrays(receiver, reporter, nofile_limit: int, n_arrays: int, n
             error = f"{type(caught).__name__}: {caught}"
         torch_names = sum(name.startswith("torch_") for name in os.listdir("/dev/shm"))
         reporter.send((len(kept), error, torch_names))
-        reporter.recv()
+        reporter.recv()  # the parent read the report: let the arrays go
         del kept
         for _ in range(n_arrays - read):
             receiver.recv()
@@ -231,18 +231,18 @@ def send_shared_arrays(sender, next_round, release, strategies: list[str], n_arr
     rng = np.random.default_rng(0)
     for round_number, strategy in enumerate(strategies):
         if round_number:
-            next_round.acquire()
+            next_round.acquire()  # the receiver let the last round's arrays go
         if strategy == TORCH_FREE:
             reducers.stop_sharing_arrays()
-            reducers.share_arrays_with_shared_memory()
+            reducers.share_arrays("shared_memory")
         else:
             import torch.multiprocessing
 
-            reducers.share_arrays_with_torch()
+            reducers.share_arrays("torch")  # on already in the second torch round: does nothing
             torch.multiprocessing.set_sharing_strategy(strategy)
         for _ in range(n_arrays):
             sender.send(rng.random(n_items))
-    release.wait()
+    release.wait()  # stay alive: receivers fetch torch's descriptors from this process
 
 
 # --- Round trips through the pickler, each way of sending an array, timed against the floors ---
@@ -463,11 +463,14 @@ def collect_given_back(pool: SegmentPool, timeout: float = 5.0) -> int:
     return pool.idle_bytes
 
 
-def working_lines(function: Callable, starts: tuple[str, ...]) -> str:
+def working_lines(function: Callable, starts: tuple[str, ...], until: str | None = None) -> str:
     """The lines of ``function``'s source that begin (indentation aside) with one of ``starts``,
-    each with the lines that continue it (until its brackets close): its working lines."""
+    each with the lines that continue it (until its brackets close): its working lines; with
+    ``until``, only those before the first line that begins with it."""
     kept, depth = [], 0
     for line in inspect.getsource(function).splitlines():
+        if until is not None and depth == 0 and line.lstrip().startswith(until):
+            break
         code = line.split("  #")[0]
         if depth > 0 or line.lstrip().startswith(starts):
             kept.append(line)

@@ -106,6 +106,10 @@ def test_working_lines_keep_the_lines_named_and_their_continuations():
     assert pickler_reductions_torch.working_lines(example, ("def ", "total = ", "return")).splitlines() == [
         "    def example(a,", "                b):", "        total = (a +", "                 b)",
         "        return total, ignored"]
+    before_ignored = pickler_reductions_torch.working_lines(example, ("def ", "total = ", "return"),
+                                                            until="ignored")
+    assert before_ignored.splitlines() == [
+        "    def example(a,", "                b):", "        total = (a +", "                 b)"]
 
 
 def test_the_round_trip_table_gives_the_cold_call_over_floor_b():

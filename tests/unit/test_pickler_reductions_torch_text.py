@@ -1,0 +1,39 @@
+"""helpers.lessons.pickler_reductions_torch_text: lesson 09's sentences say what its round trips say."""
+
+from __future__ import annotations
+
+from helpers.lessons import pickler_reductions_torch_text as text
+
+MiB = 1 << 20
+WARM, FRESH = 0.001, 0.01  # floors (a) and (b) per MiB, seconds
+
+
+def rows(medians: dict[tuple[str, str], dict[int, float]]) -> list[dict]:
+    """Rows as round_trip_table gives them, from {(how, where): {size in MiB: median ms}}."""
+    return [{"how": how, "where": where, "size_bytes": mib * MiB, "median_s": ms / 1e3, "runs_s": [ms / 1e3],
+             "first_s": ms / 1e3, "ratio_to_warm_floor": ms / 1e3 / (WARM * mib),
+             "ratio_to_fresh_floor": ms / 1e3 / (FRESH * mib), "warm_floor_s": WARM * mib,
+             "fresh_floor_s": FRESH * mib}
+            for (how, where), by_size in medians.items() for mib, ms in by_size.items()]
+
+
+def table(remote_pickle_at_2: float) -> list[dict]:
+    return rows({("pickle", "local"): {2: 7, 64: 130}, ("pickle", "remote"): {2: remote_pickle_at_2, 64: 400},
+                 ("torch", "local"): {2: 20, 64: 640}, ("torch", "remote"): {2: 21, 64: 390},
+                 ("torch_shared", "local"): {2: 0.3, 64: 0.3}, ("torch_shared", "remote"): {2: 0.6, 64: 0.9},
+                 ("shared_memory", "local"): {2: 2.5, 64: 70}, ("shared_memory", "remote"): {2: 3, 64: 72},
+                 ("shared_memory_shared", "local"): {2: 0.02, 64: 0.02},
+                 ("shared_memory_shared", "remote"): {2: 0.1, 64: 0.12}})
+
+
+def test_the_round_trips_paragraph_says_what_the_table_says():
+    said = text.round_trips_what_to_see(table(remote_pickle_at_2=30), 32 * MiB)
+    assert "each stays within 1.5× of its fastest size over the 32× sweep." in said  # 0.9 ms / 0.6 ms
+    assert "Locally a pickle beat torch's private-array trip at 2 MiB and 64 MiB" in said
+    assert "beat the pickle at every size (at 2 MiB: pickle 30 ms; private array: torch 21 ms" in said
+    assert "two copies and its own work cost 3.5× (a) at 2 MiB while `malloc` reuses" in said  # 7 ms / 2 ms
+    assert "each gets new pages: 0.20× (b) at 64 MiB." in said  # 130 ms / 640 ms
+    later = text.round_trips_what_to_see(table(remote_pickle_at_2=10), 32 * MiB)
+    assert "beat the pickle from 64 MiB up" in later
+    assert text.remote_pickle_slowest(table(remote_pickle_at_2=10)) == [64 * MiB]
+    assert text.already_shared_spread(table(remote_pickle_at_2=10))["torch_shared", "remote"] == 1.5
