@@ -30,6 +30,7 @@ from helpers.lessons import workers
 from helpers.lessons.demos import hold, join_or_kill, wait_until_ready
 from helpers.measure.leftovers import SHM_DIR, TEMP_PREFIX
 from helpers.measure.proctree import descendant_pids
+from helpers.measure.timing import Timing, time_it
 from helpers.measure.units import format_bytes
 
 OWNER_ONLY = stat.S_IRUSR | stat.S_IWUSR  # 0o600: no other user can read or write the file
@@ -193,6 +194,14 @@ def faults_per_read(spec: MemmapSpec, repeat: int = 3) -> int:
         del array
         counts.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
     return min(counts)
+
+
+def time_second_sum(spec: MemmapSpec, repeat: int = 5) -> Timing:
+    """Seconds to sum ``spec``'s file again through one mapping whose pages a first sum has already
+    mapped: a warm read without its page faults, its mapping or its unmapping."""
+    array = spec.open("r")
+    float(np.sum(array))  # maps every page
+    return time_it(lambda: float(np.sum(array)), repeat=repeat)
 
 
 def tmpfs_huge_option(path: str | os.PathLike) -> str | None:

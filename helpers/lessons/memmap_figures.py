@@ -194,10 +194,11 @@ def describe_tmpfs_release(kind: str, still_listed: bool, mapped_after_delete: F
 
 
 def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], Timing], array_bytes: int,
-                    huge: str | None) -> str:
+                    huge: str | None, second_sums: Mapping[str, Timing] | None = None) -> str:
     """Markdown: the page faults of one warm read of the whole file on each filesystem, the bytes
     each fault mapped, and, chosen by the counts, why they differ; ``huge`` is the tmpfs mount's
-    ``huge=`` option (``memmap.tmpfs_huge_option``)."""
+    ``huge=`` option (``memmap.tmpfs_huge_option``); ``second_sums``: a second sum through the same
+    mapping on each filesystem (``memmap.time_second_sum``), which says what the faults cost."""
     per_fault = {kind: array_bytes / max(count, 1) for kind, count in faults.items()}
     text = "**Counted.** One warm read of the whole file took " + " and ".join(
         f"{count:,}{' page faults' if i == 0 else ''} on {kind} (one per {format_bytes(per_fault[kind])})"
@@ -216,16 +217,31 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
             f"**Counted.** One warm read of the whole file took {faults['disk']:,} page faults on disk and "
             f"{faults['tmpfs']:,} on tmpfs. A read fault maps up to 16 neighbouring pages at once "
             f"(*fault-around*): {tmpfs}; the disk's page cache keeps this file in larger blocks (*folios*), "
-            f"one fault per {format_bytes(per_fault['disk'])}. A write into a new page faults once per 4 KiB "
-            "page. "
-            + (f"This tmpfs is `huge={huge}` (a huge page: 2 MiB, one fault each). " if small else "")
-            + timing + ("; what the faults cost, this run does not measure. A tmpfs mounted "
-                        "`huge=within_size` may close the gap: measure yours." if slower > 1.1
-                        else ", so here the faults did not decide it."))
+            f"one fault per {format_bytes(per_fault['disk'])}. " + timing
+            + (fault_cost(second_sums) + (f" This tmpfs is `huge={huge}`; one mounted `huge=within_size` "
+                                          "(2 MiB pages, a fault each) may close the gap." if small else "")
+               if slower > 1.1 else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
         return text + ("Here the disk file needed more faults: its page cache held it in smaller blocks. "
                        + timing + ".")
     return text + "Both mapped about as much per fault here. " + timing + "."
+
+
+def fault_cost(second_sums: Mapping[str, Timing] | None) -> str:
+    """The end of ``describe_faults``'s sentence on tmpfs's slower warm read: what a second sum through
+    the same mapping (no new faults; ``second_sums`` per filesystem) took on each, and what that says."""
+    if not second_sums or not {"disk", "tmpfs"} <= set(second_sums):
+        return "; what the faults cost, this run does not measure."
+    disk, tmpfs = second_sums["disk"].median, second_sums["tmpfs"].median
+    if 0.8 <= tmpfs / disk <= 1.25:
+        verdict = "read alike once mapped, tmpfs lost its warm read to mapping and unmapping its pages"
+    elif tmpfs > disk:
+        verdict = (f"tmpfs took {format_ratio(tmpfs / disk)}× the disk's even then: the faults explain "
+                   "only part")
+    else:
+        verdict = "tmpfs read faster once mapped: mapping its pages cost more than the whole gap"
+    return (f". A second sum through the same mapping took {format_seconds(disk)} on disk and "
+            f"{format_seconds(tmpfs)} on tmpfs: {verdict}.")
 
 
 TEMP_FOLDER_CALLS = {  # temp_folder_experiment's keys -> what each call had and asked for, in order
@@ -248,9 +264,11 @@ def describe_temp_folder_experiment(roots: Mapping[str, Path], ours: Path, array
             "</summary>\n\n"
             f"Four calls, each dumping a {format_bytes(array_bytes)} array (*ours*: `{ours}`):\n\n"
             "```text\n" + "\n".join(lines) + "\n```\n\n"
-            "Kept workers ignored `temp_folder=` (joblib issue "
-            "[#1373](https://github.com/joblib/joblib/issues/1373)). The experiment ends its workers; the "
-            "next calls start new ones, which follow joblib's rule again.\n</details>")
+            "The workers loky starts for a call take its `temp_folder=` and keep it: kept workers ignored a "
+            "new one (call 1) and kept theirs when nothing was asked (call 4; joblib issue "
+            "[#1373](https://github.com/joblib/joblib/issues/1373)). `JOBLIB_TEMP_FOLDER` reached even kept "
+            "workers (call 2). The experiment then ends its workers: later calls follow joblib's rule."
+            "\n</details>")
 
 
 def describe_runs_and_waits(runs: Iterable[float], retry_waits: Iterable[float]) -> str:
@@ -269,29 +287,42 @@ def median_less_waits(runs: Iterable[float], retry_waits: Iterable[float]) -> fl
     return statistics.median(run - wait for run, wait in zip(runs, retry_waits, strict=True))
 
 
+def describe_joblib_headline(times: Mapping[str, Timing], retry_waits: Iterable[float], tasks: int,
+                             growth: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
+    """Markdown: auto-memmap against pickling at the median (auto-memmap's runs less their waits to
+    delete the call's folder, ``retry_waits``) and the tree's PSS growth of each way, in arrays
+    (``growth``: ``format_growth_table``'s columns 'pickled - idle' and 'auto-memmap - idle')."""
+    waits = list(retry_waits)
+    unwaited, pickled = median_less_waits(times["auto-memmap"].runs, waits), times["pickled"].median
+    auto_pss, pickled_pss = (growth[column]["tree PSS sum"] / array_bytes
+                             for column in ("auto-memmap - idle", "pickled - idle"))
+    return (f"One dump per call: calls of {tasks} tasks took "
+            f"**{format_seconds(unwaited)}** auto-memmapped"
+            f"{' (each run less its wait, below)' if any(wait > 0 for wait in waits) else ''} and "
+            f"**{format_seconds(pickled)}** pickled at the median (pickling: "
+            f"{format_ratio(pickled / unwaited)}× as long), and the tree's PSS grew by "
+            f"**{auto_pss:.2f} arrays** auto-memmapped, **{pickled_pss:.2f}** pickled (a copy per worker).")
+
+
 def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[float],
-                          dumping: Iterable[float], dump_s: float, floor_a_s: float, floor_b_s: float,
-                          array_bytes: int, dumped_to: Path, tasks: int) -> str:
-    """Markdown: joblib's calls ``times`` ('auto-memmap', 'our memmap', 'pickled'; seconds) compared at
-    the median, auto-memmap's runs taken less the waits to delete their dump's folder (``retry_waits``,
-    per run, from ``joblib_memmap.time_calls``), and how the waits moved its median; what
-    auto-memmapping added to our memmap's median and how much of it the dump inside the calls took
-    (``dumping``, per run); ``joblib.dump`` of the array timed alone (``dump_s``) against floor (a),
-    and, unless it beat it (``floor_b_aside``), against floor (b)."""
-    auto, ours, pickled = (times[how] for how in ("auto-memmap", "our memmap", "pickled"))
+                          dumping: Iterable[float], dump_s: float, floor_a_s: float, array_bytes: int,
+                          dumped_to: Path) -> str:
+    """Markdown, after ``describe_joblib_headline``: how many auto-memmapped runs waited to delete the
+    call's folder (``retry_waits``, per run, from ``joblib_memmap.time_calls``) and how the waits moved
+    its median; what auto-memmapping added to our memmap's median and how much of it the dump inside
+    the calls took (``dumping``, per run); ``joblib.dump`` of the array timed alone (``dump_s``)
+    against floor (a)."""
+    auto, ours = times["auto-memmap"], times["our memmap"]
     waits = list(retry_waits)
     waited = [wait for wait in waits if wait > 0]
     unwaited = median_less_waits(auto.runs, waits)
-    text = (f"Calls of {tasks} tasks took **{format_seconds(unwaited)}** auto-memmapped"
-            f"{' (each run less its wait, below)' if waited else ''} and "
-            f"**{format_seconds(pickled.median)}** pickled at the median: pickling took "
-            f"{format_ratio(pickled.median / unwaited)}× as long. ")
+    text = ""
     if waited:
         up_to = "" if len(set(waited)) == 1 else "up to "
         text += (f"{len(waited)} of the {len(waits)} auto-memmapped calls also waited {up_to}"
-                 f"{format_seconds(max(waited))}: joblib retries deleting the dump's folder until loky's "
-                 "resource tracker has removed the dump (`joblib/disk.py`); with the waits, the median was "
-                 f"{format_seconds(auto.median)}. ")
+                 f"{format_seconds(max(waited))}: joblib retries deleting the call's folder until loky's "
+                 "resource tracker has removed the dump in it (`joblib/disk.py`); with the waits, the median "
+                 f"was {format_seconds(auto.median)}. ")
     added, dumped = unwaited - ours.median, statistics.median(dumping)
     text += (f"Our memmap (timed in turns) took {format_seconds(ours.median)}, {format_seconds(added)} less "
              f"than auto-memmap; the dump took {format_seconds(dumped)} inside a call")
@@ -300,37 +331,17 @@ def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[flo
                  "loky's resource tracker), not timed apart")
     elif dumped > 1.1 * added:
         text += ", more than that difference: the calls' spread hides the rest"
-    text += (f". Alone, `joblib.dump` of {format_bytes(array_bytes)} into `{dumped_to}` took "
-             f"{format_seconds(dump_s)}, {format_ratio(dump_s / floor_a_s)}× floor (a) "
-             f"({format_seconds(floor_a_s)}, a copy into pages already there). ")
-    if dump_s < floor_b_s:
-        return text.rstrip()  # floor_b_aside says why floor (b) is no floor for it
-    return text + (f"Floor (b), a copy into a new `/dev/shm` segment, took {format_seconds(floor_b_s)}: "
-                   f"the dump took {format_ratio(dump_s / floor_b_s)}× that.")
+    return text + (f". Alone, `joblib.dump` of {format_bytes(array_bytes)} into `{dumped_to}` took "
+                   f"{format_seconds(dump_s)}, {format_ratio(dump_s / floor_a_s)}× floor (a) "
+                   f"({format_seconds(floor_a_s)}, a copy into pages already there).")
 
 
-def floor_b_aside(dump_s: float, floor_b_s: float) -> str:
-    """Markdown: a collapsed aside on why ``joblib.dump`` (``dump_s``) may beat floor (b)
-    (``floor_b_s``), where it did; else nothing (``describe_joblib_times`` compares them)."""
-    if dump_s >= floor_b_s:
-        return ""
-    return ("<details><summary>Why the dump beat floor (b)</summary>\n\n"
-            f"Floor (b) ({format_seconds(floor_b_s)}) copies into a new `/dev/shm` segment through a "
-            "mapping, a page fault per 4 KiB page. `joblib.dump` writes with `write()`, which fills new "
-            f"pages without faults: it took {format_ratio(dump_s / floor_b_s)}× floor (b), which is no "
-            "floor for it."
-            "\n</details>")
-
-
-def describe_joblib_memory(pickled_held: float, dump: FileMemory,
-                           growth: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
-    """Markdown: what the pickled workers held (bytes) and the auto-memmapped dump's PSS, in arrays;
-    that the growth table's /dev/shm row is the same dump the PSS row counts, and the cgroup counter's
-    growth of each way (``growth``: ``format_growth_table``'s columns 'pickled - idle' and
-    'auto-memmap - idle'), when readable."""
-    text = (f"Pickled, the workers held **{pickled_held / array_bytes:.2f} arrays**, a copy each. "
-            f"Auto-memmapped, the dump's mappings counted **{dump.pss / array_bytes:.2f} arrays** of PSS; "
-            "the table's `/dev/shm` row counts the same pages as a file, so the rows do not add")
+def describe_joblib_memory(growth: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
+    """Markdown: that the growth table's /dev/shm row is the same dump the PSS row counts, and the
+    cgroup counter's growth of each way (``growth``: ``format_growth_table``'s columns 'pickled - idle'
+    and 'auto-memmap - idle'), when readable."""
+    text = ("Auto-memmapped, the table's `/dev/shm` row counts the dump's pages again, as a file, so the "
+            "rows do not add")
     counters = [growth[column].get("cgroup counter") for column in ("auto-memmap - idle", "pickled - idle")]
     if None in counters:
         return text + "."
