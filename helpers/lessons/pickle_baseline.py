@@ -296,7 +296,8 @@ def bytes_pickled(arrays: Sequence[np.ndarray]) -> int:
     return sum(len(ForkingPickler.dumps(a)) for a in arrays)
 
 
-CHUNK_ITEMS, CHUNKSIZE = 4, 2  # the exercise's "chunks": Pool.map(f, [array] * 4, chunksize=2)
+CHUNK_ITEMS, CHUNKSIZE = 6, 2  # the exercise's "chunks": Pool(2).map(f, [array] * 6, chunksize=2)
+CHUNK_POOL = 2  # its pool's workers, not its 3 tasks: "one pickle per worker" fails at any N_WORKERS
 
 
 def arrays_pickled(array: np.ndarray, n_workers: int) -> dict[str, float]:
@@ -473,20 +474,23 @@ EXERCISE = Exercise(
     name="bytes through the pipes",
     question=("how many arrays' worth of bytes does one fan-out pickle when worker i gets "
               "array[i::N_WORKERS] ('strided': one task per worker), or with "
-              "Pool.map(workers.sum_array, [array] * 4, chunksize=2) ('chunks')? Answer "
+              "Pool(2).map(workers.sum_array, [array] * 6, chunksize=2) ('chunks')? Answer "
               "{'strided': ..., 'chunks': ...}, in arrays (1.0 = the array's bytes)."),
     check=_check_pickled_prediction,
     solution=lambda n_workers, sent: {"strided": 1.0, "chunks": CHUNK_ITEMS / CHUNKSIZE},
     explanation=("A view, strided or not, pickles a copy of just the elements it shows: the strided views "
                  "add up to one array. Pool.map pickles one task per chunk, and pickle's memo writes the "
-                 "array a chunk holds twice only once: 2 chunks, 2 arrays, not 4."),
+                 "array a chunk holds twice only once: 3 chunks, 3 arrays; not 6 (one per item), nor 2 (one "
+                 "per worker of the pool)."),
     misconceptions=(  # with 2 workers, as the lesson's unit test measures (and 3, 4)
         ({"strided": 1.0, "chunks": 1.0},
          "the pool pickles an argument that every task shares only once"),
-        ({"strided": 2.0, "chunks": 2.0},
+        ({"strided": 2.0, "chunks": 3.0},
          "a strided view pickles the whole buffer it spans: N_WORKERS arrays in all"),
-        ({"strided": 1.0, "chunks": 4.0},
+        ({"strided": 1.0, "chunks": 6.0},
          "every item pickles its own copy of the array, even inside one chunk"),
+        ({"strided": 1.0, "chunks": float(CHUNK_POOL)},
+         "a pool pickles an argument once per worker, whatever the number of tasks"),
         ({"strided": 0.5, "chunks": 1.0},
          "what one task pickles (here half an array) is what the whole fan-out pickles"),
     ),

@@ -26,12 +26,13 @@ def test_each_task_pickles_the_elements_its_argument_shows(measured):
     assert sent["whole"] == pytest.approx(measured["n_workers"], rel=0.01)
     assert sent["slices"] == pytest.approx(1.0, rel=0.01)
     assert sent["strided"] == pytest.approx(1.0, rel=0.01)
-    assert sent["chunks"] == pytest.approx(2.0, rel=0.01)  # 2 chunks of the same array twice: memo
+    assert sent["chunks"] == pytest.approx(3.0, rel=0.01)  # 3 chunks of the same array twice: memo
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (lambda n: {"strided": n, "chunks": 2.0}, "'strided'"),  # "a strided view sends its buffer"
-    (lambda n: {"strided": 1.0, "chunks": 4.0}, "'chunks'"),  # "every item pickles its own copy"
+    (lambda n: {"strided": n, "chunks": 3.0}, "'strided'"),  # "a strided view sends its buffer"
+    (lambda n: {"strided": 1.0, "chunks": 6.0}, "'chunks'"),  # "every item pickles its own copy"
+    (lambda n: {"strided": 1.0, "chunks": 2.0}, "'chunks'"),  # "one pickle per worker of its pool of 2"
     (lambda n: {"strided": 1.0, "chunks": "two"}, "'chunks'"),
     (lambda n: {"strided": 1.0}, "dict of one number per way"),
     (lambda n: [1.0, n / 2], "dict of one number per way"),
@@ -58,6 +59,16 @@ def test_every_split_sending_one_array_in_all_is_rejected_at_any_worker_count(n_
     assert pickle_baseline.EXERCISE.check(one_in_all, n_workers=n_workers, sent=sent) is not None
     assert pickle_baseline.EXERCISE.check(pickle_baseline.EXERCISE.solution(n_workers, sent),
                                           n_workers=n_workers, sent=sent) is None
+
+
+@pytest.mark.parametrize("n_workers", range(2, 17))
+def test_one_pickle_per_worker_is_rejected_at_any_worker_count(n_workers):
+    """The chunks' pool has 2 workers and 3 tasks: "one pickle per worker" (2 arrays, or the lesson's
+    N_WORKERS where that is not 3) fails however many workers the lesson runs."""
+    sent = pickle_baseline.arrays_pickled(np.random.default_rng(3).random(MiB // 8), n_workers)
+    for per_worker in {float(pickle_baseline.CHUNK_POOL), float(n_workers)} - {3.0}:
+        answer = {"strided": 1.0, "chunks": per_worker}
+        assert pickle_baseline.EXERCISE.check(answer, n_workers=n_workers, sent=sent) is not None
 
 
 @pytest.mark.parametrize("n_workers", [0, -1, 2.5])
