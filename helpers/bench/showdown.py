@@ -514,7 +514,12 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         # The reference's slowest, too slow here on its own: the claim fails here for the reason said.
         alone = [name for name in sorted(failed) if name != slowest and name in here.medians
                  and _factor_of_fastest(here, name) > CLOSE_TOGETHER]
-        if alone and not noisy[1]:
+        if alone and not noisy[1] and here.medians[slowest] < NOISE_FACTOR * here.medians[alone[0]]:
+            # this run's slowest within noise of the reference's: neither is ranked above the other
+            how = (f"`{slowest}` and `{alone[0]}` ({_times_fastest([here], alone[0])}) both over "
+                   f"{CLOSE_TOGETHER:g}×, within noise of each other; `{alone[0]}`"
+                   + (" maps afresh" if alone[0] == "shared_memory" else " is slow") + " as on the reference")
+        elif alone and not noisy[1]:
             there = [c for c in references if slowest in c.medians]
             if _falls(there, slowest):
                 how += f" (a fixed cost per task: there {_times_fastest(there, slowest)}, falling with size)"
