@@ -20,7 +20,9 @@ lazily, so importing ``helpers`` never needs it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -38,7 +40,7 @@ import psutil
 from helpers.lessons.exercises import Exercise
 from helpers.lessons.ray_session import refuse_fork_after_ray
 from helpers.measure.leftovers import TEMP_PREFIX
-from helpers.measure.memory import MemoryReport, track_memory
+from helpers.measure.memory import MemoryReport, release_free_heap, track_memory
 from helpers.measure.proctree import label
 from helpers.measure.timing import Timing, time_it
 from helpers.measure.units import format_seconds
@@ -100,9 +102,12 @@ def dask_cluster(n_workers: int, start_method: str | None = None) -> Iterator[Da
     if reason is not None:
         raise RuntimeError(reason)
     folder = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}dask-"))
+    remove_folder = functools.partial(shutil.rmtree, folder, ignore_errors=True)
+    atexit.register(remove_folder)  # a kernel shut down before the closing cell still removes it
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     with contextlib.ExitStack() as stack:
-        stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        stack.callback(atexit.unregister, remove_folder)
+        stack.callback(remove_folder)
         stack.callback(_forget_folder, folder)
         stack.callback(_wait_or_kill, before)
         try:
@@ -285,6 +290,7 @@ def held_fan_out(session: DaskSession, array: np.ndarray, how: str, hold_seconds
     if how not in ("scatter once", "by value"):
         raise ValueError(f"how must be 'scatter once' or 'by value', got {how!r}")
     sent_before = sum(f["sent"] for f in stores(session).values())
+    release_free_heap()  # else the scheduler's copies (in this process) may reuse freed heap in the baseline
     with (tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as arrived,
           track_memory(trace_python=False) as report):
         clock_offset = time.perf_counter() - report.mark("before")

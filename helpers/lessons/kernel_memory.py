@@ -11,8 +11,6 @@ this process's USS (the bytes only it maps), what the kernel held before and hol
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import dataclasses
 import gc
 import pickle
@@ -23,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import psutil
 
+from helpers.measure.memory import release_free_heap
 from helpers.measure.units import format_bytes
 
 HEAVY_BYTES = 1 << 20  # an array of at least 1 MiB (of its own memory, or of the memory it views) is freed
@@ -120,15 +119,6 @@ def _forget_cell_results() -> None:
         shell.displayhook.flush()  # Out, _, __, ___, _1, _2, ...
 
 
-def _trim_heap() -> None:
-    """Hand the allocator's free heap pages back to the OS (glibc's ``malloc_trim``; no-op elsewhere)."""
-    name = ctypes.util.find_library("c") if sys.platform.startswith("linux") else None
-    if name:
-        trim = getattr(ctypes.CDLL(name), "malloc_trim", None)
-        if trim is not None:
-            trim(0)
-
-
 def release(namespace: dict) -> Released:
     """Delete from ``namespace`` (a notebook's ``globals()``) every variable holding an array of at
     least HEAVY_BYTES, a view of one or a buffer it exports (or a list, tuple or dict of them),
@@ -155,6 +145,6 @@ def release(namespace: dict) -> Released:
         sys.modules["matplotlib.pyplot"].close("all")
     _forget_cell_results()
     gc.collect()
-    _trim_heap()
+    release_free_heap()
     kept = sum(array.nbytes for array in (ref() for ref in arrays.values()) if array is not None)
     return Released(tuple(names), array_bytes, kept, before, uss_bytes())

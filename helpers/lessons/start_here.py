@@ -11,8 +11,6 @@ holds its memory (``MemoryReport.steady``). Every size here is in bytes, every d
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import mmap
 import multiprocessing as mp
 import os
@@ -35,6 +33,7 @@ from helpers.lessons.demos import (
 )
 from helpers.lessons.exercises import Exercise
 from helpers.measure import system
+from helpers.measure.memory import release_free_heap  # noqa: F401  (lesson 00 calls it from here)
 from helpers.measure.proctree import PSS_KINDS, descendant_pids
 from helpers.measure.units import format_bytes
 
@@ -53,25 +52,6 @@ def fresh_array(n_bytes: int) -> np.ndarray:
     if hasattr(mmap, "MADV_NOHUGEPAGE"):  # 4 KiB pages even where huge pages are "always" on
         region.madvise(mmap.MADV_NOHUGEPAGE)
     return np.frombuffer(region, dtype=np.float64)
-
-
-def release_free_heap() -> bool:
-    """Ask the C allocator to give freed memory back to the system (glibc ``malloc_trim(0)``).
-
-    Freed blocks otherwise stay resident and are recycled, so a new array may add nothing to
-    RSS. Returns False where there is no glibc (macOS, musl): nothing was released.
-    """
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    trim(0)
-    return True
 
 
 def random_segment(n_bytes: int, seed: int = 0) -> shared_memory.SharedMemory:

@@ -11,6 +11,8 @@ process's Python-side allocations, and ``/dev/shm`` holds segments no process ma
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import statistics
 import threading
@@ -48,6 +50,27 @@ TARGET_CPU_SHARE = 0.6 * MAX_CPU_SHARE
 RSS_CHANGE_BYTES = 1024 * 1024
 REFRESH_SECONDS = 0.25
 BURST_CPU_SECONDS = 0.05  # CPU time of exact reads the sampler may spend at once; half is a reserve
+
+
+def release_free_heap() -> bool:
+    """Ask the C allocator to give freed memory back to the system (glibc ``malloc_trim(0)``).
+
+    Freed blocks otherwise stay resident and are recycled, so a new buffer may add nothing to RSS or
+    PSS: call it before a baseline, so that what a measurement allocates shows as growth even where
+    ``malloc`` reuses memory it kept (blocks under ``GLIBC_MMAP_THRESHOLD_MAX``). Returns False where
+    there is no glibc (macOS, musl): nothing was released.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    trim(0)
+    return True
 
 
 @dataclass(frozen=True)

@@ -220,3 +220,38 @@ def test_the_timing_sentence_splits_off_the_scatter_and_the_values_choose_its_ve
     assert text.endswith(": 2.0× as long"), text
     even = {"by value": Timing((0.3,)), "scatter once": Timing((0.3,))}
     assert dask_cluster._timing_sentence(even).endswith(": on this run, no slower")
+
+
+LEFT_OPEN = textwrap.dedent('''
+    import atexit, os, sys
+
+    import psutil
+
+    from helpers.lessons import dask_cluster
+
+
+    def killed_mid_exit():  # what jupyter_client's SIGKILL does to a kernel whose exit is slow
+        children = psutil.Process().children(recursive=True)
+        for child in children:
+            child.kill()
+        psutil.wait_procs(children, timeout=10)
+        os._exit(0)
+
+
+    atexit.register(killed_mid_exit)  # registered before the session: it runs after the session's
+    kept = dask_cluster.dask_cluster(1)  # entered, never closed: a kernel shut down mid-lesson
+    session = kept.__enter__()
+    print(session.folder, flush=True)
+    sys.exit(0)
+''')
+
+
+def test_a_session_never_closed_removes_its_folder_first_thing_at_exit():
+    """A lesson's kernel shut down before its closing cell (after an error, say) runs its exit
+    handlers, and is killed if its exit takes longer than jupyter_client waits: the cluster's
+    scratch folder goes first, before the cluster's slow close."""
+    run = subprocess.run([sys.executable, "-c", LEFT_OPEN], cwd=ROOT, capture_output=True, text=True,
+                         timeout=SCRIPT_TIMEOUT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    folder = Path(run.stdout.split()[0])
+    assert folder.name.startswith("sal-dask-") and not folder.exists()
