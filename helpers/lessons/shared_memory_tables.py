@@ -168,9 +168,10 @@ def post_versions(fan_outs: TableFanOuts, n_workers: int) -> str:
     if total >= POST_FACTOR:  # the seconds f added to both of its times that make (216 - f) / (2.09 - f) ours
         fixed = (total * POST_SHARED_S - POST_PICKLED_S) / (total - 1)
         workers_then += ("Our factors set a call's fixed cost aside; the post's times likely include "
-                         f"starting a manager and {POST_WORKERS} spawned interpreters: seconds added to both "
-                         f"times pull a ratio toward 1, and {fixed:.1f} s of them would turn our "
-                         f"{about(total)}× into its 100×.")
+                         f"starting a manager and {POST_WORKERS} spawned interpreters. If about "
+                         f"{fixed:.1f} s of its {POST_SHARED_S} s was such start-up, paid by both ways, "
+                         f"then without it its {POST_PICKLED_S:.0f} s / {POST_SHARED_S} s (100×) would be "
+                         f"{about(total)}×, as here.")
     else:
         workers_then += ("The post's factor is larger, though its 2.09 s likely also counts starting a "
                          f"manager and {POST_WORKERS} spawned interpreters, which we exclude.")
