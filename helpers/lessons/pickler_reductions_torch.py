@@ -550,7 +550,8 @@ def _resend_solution(copied: Mapping[str, Mapping[str, bool]]) -> dict[str, str]
 
 EXERCISE = Exercise(
     name="what crosses again without a copy",
-    question=("a worker received `received` through a reduction and sends on each of "
+    question=("a worker whose Pool initializer called share_arrays(how) received `received` through a "
+              "reduction and sends on each of "
               f"{list(RESENDS)}. Which cross as a description of the same shared memory ('shared') "
               "and which are copied into new shared memory ('copied')? Answer with a dict."),
     check=_check_resend_prediction,

@@ -3,7 +3,8 @@ words them).
 
 ``round_trips_what_to_see`` words section 3's figure and conclusion from the rows of
 ``pickler_reductions_torch.round_trip_table``; ``already_shared_spread`` and ``remote_pickle_slowest``
-are the two comparisons it states that the lesson's check cell asserts.
+are two comparisons it states that the lesson's check cell asserts; ``already_shared_fastest`` decides
+whether (and from which size) it says an already-shared array beat every other trip.
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def remote_pickle_slowest(rows: list[dict]) -> list[int]:
             if all(median[how, "remote", size] < median["pickle", "remote", size] for how in REDUCTIONS)]
 
 
+def already_shared_fastest(rows: list[dict]) -> list[int]:
+    """The sizes (bytes) at which both already-shared ways' medians beat every other way's, through a
+    worker."""
+    median, sizes = _medians(rows), sorted({row["size_bytes"] for row in rows})
+    others = [how for how in HOWS if how not in SHARED_WAYS]
+    return [size for size in sizes
+            if max(median[how, "remote", size] for how in SHARED_WAYS)
+            < min(median[how, "remote", size] for how in others)]
+
+
 def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
     """Section 3's *What to see* and conclusion. ``mmap_threshold`` (bytes): from this size up, glibc's
     ``malloc`` gives each of the pickle's buffers new pages, so its ratio is given to floor (b) there,
@@ -56,17 +67,21 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
     small = {how: format_seconds(median[how, "remote", smallest]) for how in HOWS}
     pickle_cost = ("The pickle's two copies and its own work cost "
                    + (f"{pickle_over('a', reused)} while `malloc` reuses freed memory; from "
-                      f"{format_bytes(mmap_threshold)} up ([glibc `malloc`'s](https://man7.org/linux/man-pages/"
-                      f"man3/mallopt.3.html) largest `M_MMAP_THRESHOLD`) each gets new pages: "
+                      f"{format_bytes(mmap_threshold)} up, [glibc's `malloc`](https://man7.org/linux/man-pages/"
+                      f"man3/mallopt.3.html) gives each new buffer fresh pages from the kernel: "
                       f"{pickle_over('b', new_pages)}." if new_pages and reused
                       else f"{pickle_over('a', sizes)}."))
     spread = format_ratio(max(already_shared_spread(rows).values()))
+    pickle_growth = min(median["pickle", where, largest] / median["pickle", where, smallest]
+                        for where in WHERES)
+    shared_first = already_shared_fastest(rows)
+    shared_from = next((size for size in sizes if all(s in shared_first for s in sizes if s >= size)), None)
     return (
         "*What to see:* the stdlib pickle's time (blue) grows with the array, far above floor (a) (dashed) "
         "once it is large; torch's private-array trip (orange) follows floor (b) (dotted: a new segment); "
-        "the torch-free one (red) nears (a) as the array grows; the already-shared lines (green, purple) do "
-        f"not grow with the size: each stays within {spread}× of its fastest size over the "
-        f"{largest / smallest:.0f}× sweep.\n\n**Conclusion.** "
+        "the torch-free one (red), warm, nears (a) as the array grows; the already-shared lines "
+        f"(green, purple) grow at most {spread}× over the {largest / smallest:.0f}× sweep, the pickle's "
+        f"{format_ratio(pickle_growth)}× or more.\n\n**Conclusion.** "
         + (f"Locally a pickle beat torch's private-array trip at "
            f"{' and '.join(map(format_bytes, pickle_first))}: a new storage costs floor (b). " if pickle_first
            else "")
@@ -74,6 +89,8 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
         + ("at every size" if beaten_from == smallest
            else f"from {format_bytes(beaten_from)} up" if beaten_from else "at no size throughout")
         + f" (at {format_bytes(smallest)}: pickle {small['pickle']}; private array: torch {small['torch']}, "
-          f"torch-free {small['shared_memory']}). What pays off on repeated sends is an array already "
-          "shared. "
-        + pickle_cost)
+          f"torch-free {small['shared_memory']})"
+        + ("." if shared_from is None else
+           ", and an array already shared beat every other trip "
+           + ("at every size" if shared_from == smallest else f"from {format_bytes(shared_from)} up") + ".")
+        + " " + pickle_cost)
