@@ -484,13 +484,15 @@ def proxy_task_costs(context, n_workers: int, proxies: Sequence, reads_per_task:
                      tasks: int) -> ProxyCosts:
     """Time ``tasks`` tasks (after one warm-up) per setting in two pools: one sent the proxy with
     every task (``items_sum(proxy, range(k))``), one with the last proxy installed by an
-    initializer (``installed_items_sum(range(k))``)."""
+    initializer (``installed_items_sum(range(k))``). ``by_size``'s last entry is ``sent``'s
+    ``BATCH_ITEMS`` reads when measured there: one measurement, shown once."""
     proxy, batch = proxies[-1], range(BATCH_ITEMS)
     with context.Pool(n_workers) as pool:
         workers = list(answers_from_every_worker(pool, n_workers))
-        by_size = [seconds_per_task(pool, items_sum, [(p, batch)] * (1 + tasks)) for p in proxies]
         sent = {k: seconds_per_task(pool, items_sum, [(proxy, range(k))] * (1 + tasks))
                 for k in reads_per_task}
+        by_size = [sent[BATCH_ITEMS] if p is proxy and BATCH_ITEMS in sent else
+                   seconds_per_task(pool, items_sum, [(p, batch)] * (1 + tasks)) for p in proxies]
     with context.Pool(n_workers, initializer=install, initargs=(proxy,)) as pool:
         workers += list(answers_from_every_worker(pool, n_workers))
         installed = {k: seconds_per_task(pool, installed_items_sum, [(range(k),)] * (1 + tasks))
@@ -543,8 +545,9 @@ def _solve_post_race(dumps: float, loads: float, proxy_one_read: float, installe
     """The worked solution, from times the lesson measured before the race (seconds): the list sent
     with a task costs about its ``pickle.dumps`` here plus its ``pickle.loads`` in a worker; a task
     with the proxy, section 3's fastest task sending the proxy and reading once; a task on the
-    installed list, section 2's fastest task on the installed object (the middle of its sizes':
-    the fastest of one size wanders with the machine's load). The race's own times are not used."""
+    installed list, section 2's fastest task on the installed object (the notebook passes the median
+    of its three sizes' fastest: the fastest of one size wanders with the machine's load). The
+    race's own times are not used."""
     return race_factors(dumps + loads, proxy_one_read, installed_task)
 
 
