@@ -165,8 +165,8 @@ def read_message_into(connection, buffer) -> int:
     if not hasattr(os, "readv"):
         return connection.recv_bytes_into(buffer)
     fd = connection.fileno()
-    (size,) = struct.unpack("!i", _read_exactly(fd, 4))
-    if size == -1:
+    (size,) = struct.unpack("!i", _read_exactly(fd, 4))  # the frame: a 4-byte big-endian length,
+    if size == -1:  # or -1 and then an 8-byte one (a message of 2 GiB or more)
         (size,) = struct.unpack("!Q", _read_exactly(fd, 8))
     target = memoryview(buffer).cast("B")
     if size > target.nbytes:
