@@ -213,6 +213,18 @@ def _where(reference: Reference) -> str:
     return f"`{reference.host}`, {found.group(1) if found else reference.created[:10]}"
 
 
+FAR_OFF = 2.0  # a row whose ratio here over there is this far above the rows' median: likely noise
+
+
+def _far_off(ratios: dict[str, float], median: float) -> str:
+    """'; rerun before you read `joblib`'s fan-out, 5.3× the median' for the row furthest above the
+    median ratio when ``FAR_OFF`` or more above it (far from what the machines' difference predicts)."""
+    high = max(ratios, key=ratios.__getitem__)
+    if ratios[high] < FAR_OFF * median:
+        return ""
+    return f"; rerun before you read {high}, {format_ratio(ratios[high] / median)}× the median"
+
+
 def _row_seconds(name: str, pair: tuple[float, float]) -> str:
     return f"{name}: {format_seconds(pair[0])} here, {format_seconds(pair[1])} there"
 
@@ -247,11 +259,11 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
     there = format_seconds(reference.floor_warm_s)
     if speed >= 1 and median > 1:  # fixed costs sped up less than copying: every ratio reads higher here
         return (f"This run's machine copies {factor}× faster than the reference's (floor (a): "
-                f"{format_seconds(warm)} here, {here}; {there} there, {_where(reference)}, README's machine "
-                f"table); its start-ups and messages sped up less, so ratios here run higher "
-                f"({format_ratio(median)}× the reference's at the median, {format_ratio(ratios[low])}× to "
-                f"{format_ratio(ratios[high])}×). Compare the order of rows 2× or more apart, not their "
-                "ratios.")
+                f"{format_seconds(warm)} here, {here}; {there} there, {_where(reference)} in README's "
+                f"machine table); its start-ups and messages sped up less, so ratios here run higher "
+                f"({format_ratio(median)}× the reference's at the median, {format_ratio(ratios[low])}× "
+                f"({low}) to {format_ratio(ratios[high])}× ({high})). Compare the order of rows 2× or "
+                "more apart, not their ratios" + _far_off(ratios, median) + ".")
     text = (f"Floor (a): {format_seconds(warm)} in this run ({here}), {there} in the reference "
             f"({_where(reference)}, README's machine table): this run's machine copies "
             f"{factor}× {'faster' if speed >= 1 else 'slower'}. A row that only copies would read 1× here "
