@@ -49,7 +49,7 @@ def fresh_array(n_bytes: int) -> np.ndarray:
     """
     n_items = max(1, n_bytes // 8)
     region = mmap.mmap(-1, n_items * 8, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # 4 KiB pages even where huge pages are "always" on
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # ask for 4 KiB pages, not huge ones (see below)
         region.madvise(mmap.MADV_NOHUGEPAGE)
     return np.frombuffer(region, dtype=np.float64)
 

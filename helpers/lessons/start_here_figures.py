@@ -101,6 +101,6 @@ def plot_floors(floors: Mapping[str, object], array_bytes: int):
     """The speed of each copy in ``floors`` (label -> its ``Timing``; GiB/s from the median); the figure."""
     ax = plot_bars({label: array_bytes / floor.median / GiB for label, floor in floors.items()},
                    "copy speed (GiB/s, median)",
-                   f"Copying {format_bytes(array_bytes)}: floors (a) and (b)")
+                   f"Copying {format_bytes(array_bytes)}: the floors and new private pages")
     ax.figure.set_size_inches(8, 2.5)
     return ax.figure
