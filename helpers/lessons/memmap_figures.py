@@ -211,16 +211,15 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
         timing = timing.replace("Its warm read", "On tmpfs the warm read")
         timing += f", with {format_ratio(faults['tmpfs'] / faults['disk'])}× the faults"
         small = huge in (None, "never", "deny")
-        tmpfs = (f"tmpfs's 4 KiB pages took one fault per {format_bytes(per_fault['tmpfs'])}" if small
-                 else f"this tmpfs (`huge={huge}`) still took one per {format_bytes(per_fault['tmpfs'])}")
+        mount, each = f" (`huge={huge}`)" if huge else "", format_bytes(per_fault["tmpfs"])
+        tmpfs = (f"tmpfs's 4 KiB pages{mount} took one fault per {each}" if small
+                 else f"this tmpfs{mount} still took one per {each}")
         return (
             f"**Counted.** One warm read of the whole file took {faults['disk']:,} page faults on disk and "
             f"{faults['tmpfs']:,} on tmpfs. A read fault maps up to 16 neighbouring pages at once "
             f"(*fault-around*): {tmpfs}; the disk's page cache keeps this file in larger blocks (*folios*), "
             f"one fault per {format_bytes(per_fault['disk'])}. " + timing
-            + (fault_cost(second_sums) + (f" This tmpfs is `huge={huge}`; one mounted `huge=within_size` "
-                                          "(2 MiB pages, a fault each) may close the gap." if small else "")
-               if slower > 1.1 else ", so here the faults did not decide it."))
+            + (fault_cost(second_sums) if slower > 1.1 else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
         return text + ("Here the disk file needed more faults: its page cache held it in smaller blocks. "
                        + timing + ".")
@@ -289,51 +288,49 @@ def median_less_waits(runs: Iterable[float], retry_waits: Iterable[float]) -> fl
 
 def describe_joblib_headline(times: Mapping[str, Timing], retry_waits: Iterable[float], tasks: int,
                              growth: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
-    """Markdown: auto-memmap against pickling at the median (auto-memmap's runs less their waits to
-    delete the call's folder, ``retry_waits``) and the tree's PSS growth of each way, in arrays
-    (``growth``: ``format_growth_table``'s columns 'pickled - idle' and 'auto-memmap - idle')."""
-    waits = list(retry_waits)
-    unwaited, pickled = median_less_waits(times["auto-memmap"].runs, waits), times["pickled"].median
+    """Markdown: auto-memmap against pickling at the median (waits included; how many auto-memmapped
+    runs also waited to delete the call's folder, ``retry_waits``) and the tree's PSS growth of each
+    way, in arrays (``growth``: ``format_growth_table``'s columns 'pickled - idle' and
+    'auto-memmap - idle')."""
+    waited = [wait for wait in retry_waits if wait > 0]
+    auto, pickled = times["auto-memmap"].median, times["pickled"].median
     auto_pss, pickled_pss = (growth[column]["tree PSS sum"] / array_bytes
                              for column in ("auto-memmap - idle", "pickled - idle"))
+    up_to = "up to " if len(set(waited)) > 1 else ""
+    waits = (f" ({len(waited)} of its {len(times['auto-memmap'].runs)} calls also waited "
+             f"{up_to}{format_seconds(max(waited))}, below)" if waited else "")
     return (f"One dump per call: calls of {tasks} tasks took "
-            f"**{format_seconds(unwaited)}** auto-memmapped"
-            f"{' (each run less its wait, below)' if any(wait > 0 for wait in waits) else ''} and "
+            f"**{format_seconds(auto)}** auto-memmapped{waits} and "
             f"**{format_seconds(pickled)}** pickled at the median (pickling: "
-            f"{format_ratio(pickled / unwaited)}× as long), and the tree's PSS grew by "
+            f"{format_ratio(pickled / auto)}× as long), and the tree's PSS grew by "
             f"**{auto_pss:.2f} arrays** auto-memmapped, **{pickled_pss:.2f}** pickled (a copy per worker).")
 
 
 def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[float],
-                          dumping: Iterable[float], dump_s: float, floor_a_s: float, array_bytes: int,
-                          dumped_to: Path) -> str:
-    """Markdown, after ``describe_joblib_headline``: how many auto-memmapped runs waited to delete the
-    call's folder (``retry_waits``, per run, from ``joblib_memmap.time_calls``) and how the waits moved
-    its median; what auto-memmapping added to our memmap's median and how much of it the dump inside
-    the calls took (``dumping``, per run); ``joblib.dump`` of the array timed alone (``dump_s``)
-    against floor (a)."""
+                          dumping: Iterable[float], dump_s: float, array_bytes: int, dumped_to: Path) -> str:
+    """Markdown, after ``describe_joblib_headline``: why some auto-memmapped runs waited (``retry_waits``,
+    per run, from ``joblib_memmap.time_calls``) and its median less the waits; what auto-memmapping
+    (less its waits) added to our memmap's median and how much of it the dump inside the calls took
+    (``dumping``, per run); ``joblib.dump`` of the array timed alone (``dump_s``)."""
     auto, ours = times["auto-memmap"], times["our memmap"]
     waits = list(retry_waits)
-    waited = [wait for wait in waits if wait > 0]
     unwaited = median_less_waits(auto.runs, waits)
-    text = ""
-    if waited:
-        up_to = "" if len(set(waited)) == 1 else "up to "
-        text += (f"{len(waited)} of the {len(waits)} auto-memmapped calls also waited {up_to}"
-                 f"{format_seconds(max(waited))}: joblib retries deleting the call's folder until loky's "
-                 "resource tracker has removed the dump in it (`joblib/disk.py`); with the waits, the median "
-                 f"was {format_seconds(auto.median)}. ")
+    text, less = "", ""
+    if any(wait > 0 for wait in waits):
+        less = " without its waits"
+        text += ("The waits: at a call's end joblib deletes the call's own folder, and retries until "
+                 "loky's resource tracker has removed the dump in it (`joblib/disk.py`); less the waits, "
+                 f"the median was {format_seconds(unwaited)}. ")
     added, dumped = unwaited - ours.median, statistics.median(dumping)
     text += (f"Our memmap (timed in turns) took {format_seconds(ours.median)}, {format_seconds(added)} less "
-             f"than auto-memmap; the dump took {format_seconds(dumped)} inside a call")
+             f"than auto-memmap{less}; the dump took {format_seconds(dumped)} inside a call")
     if added - dumped > 0.25 * added:
-        text += (f", the other {format_seconds(added - dumped)} joblib's bookkeeping around it (folders, "
-                 "loky's resource tracker), not timed apart")
+        text += (f", the other {format_seconds(added - dumped)} joblib's bookkeeping around it, "
+                 "not timed apart")
     elif dumped > 1.1 * added:
         text += ", more than that difference: the calls' spread hides the rest"
     return text + (f". Alone, `joblib.dump` of {format_bytes(array_bytes)} into `{dumped_to}` took "
-                   f"{format_seconds(dump_s)}, {format_ratio(dump_s / floor_a_s)}× floor (a) "
-                   f"({format_seconds(floor_a_s)}, a copy into pages already there).")
+                   f"{format_seconds(dump_s)}.")
 
 
 def describe_joblib_memory(growth: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
