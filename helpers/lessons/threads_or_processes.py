@@ -442,25 +442,26 @@ def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = No
     one_thread = by[THREADS, "sum_python"].timings[1].min
     one_process, one_control = by[PROCESSES, "sum_python"].timings[1].min, loop_own.timings[1].min
     work = one_thread / floats
-    receiving = max(0.0, one_process - one_control) / floats
+    # the difference of the two figures as printed (3 significant figures), so that it adds up on the page
+    extra = max(0.0, float(f"{one_process:.3g}") - float(f"{one_control:.3g}"))
+    receiving = extra / floats
     threads, processes = times["sum_python"]
     saved = work * (1 - 1 / n)  # what n workers take off each element's work, sending aside
     share = "half of that" if n == 2 else f"{1 - 1 / n:.0%} of that"
     lost, costly = processes > threads, receiving > saved
     sent_nothing = format_seconds(loop_own.timings[n].min)
-    rule = (f"**Python code holds the GIL, so it needs processes** (or a free-threaded build), and they "
-            f"pay off only when moving an element to a process costs less than the work they save on it. "
+    rule = (f"**Only processes (or a free-threaded build) run Python code at once**, and they pay off "
+            f"only when moving an element to a process costs less than the work they save on it. "
             f"One thread looped over {floats:,} floats in {format_seconds(one_thread)}, {work * 1e9:.1f} ns "
             f"each; {n} processes save {share} ({saved * 1e9:.1f} ns). One process took "
-            f"{format_seconds(one_process)}, {format_seconds(max(0.0, one_process - one_control))} more than "
+            f"{format_seconds(one_process)}, {format_seconds(extra)} more than "
             f"its control, sent nothing: moving a float to it cost about {receiving * 1e9:.1f} ns (pickled, "
             f"piped, unpickled), {'more' if costly else 'less'} than they save, "
-            f"{'so' if costly == lost else 'yet'} they {'lost' if lost else 'won'}: "
-            f"{format_seconds(processes)} against the threads' {format_seconds(threads)}. "
+            f"{'so' if costly == lost else 'yet'} they {'lost' if lost else 'won'} (next point). "
             f"Sent nothing, {n} of them took {sent_nothing}"
             + (f" ({unfair('sum_python')[2:]})" if unfair("sum_python") else "")
             + ". Heavier work per element, or sharing the array (lessons 04 to 08), tips the balance.")
-    return f"- {head}\n- {rule}"
+    return f"- {rule}\n- {head}"  # the rule first: this run's winners then read as its outcome
 
 
 def format_change(nbytes: float) -> str:
@@ -487,7 +488,7 @@ def plot_scaling(scalings: list[Scaling], usable_cpus: int):
             rate.plot(list(s.timings), [s.nbytes / t.min / 2**30 for t in s.timings.values()],
                       color=line.get_color(), **style)
     speed.plot(counts, [min(n, usable_cpus) for n in counts], ":", color="grey",
-               label=f"ideal on {usable_cpus} usable CPU(s)")
+               label=f"ideal on {usable_cpus} usable CPU{'s' * (usable_cpus != 1)}")
     speed.set(xlabel="workers", ylabel="speed-up over one worker (fastest runs)", xticks=counts,
               title="Speed-up: each line against its own one worker")
     rate.set(xlabel="workers", ylabel="GiB summed per second (fastest runs, log scale)", xticks=counts,
