@@ -139,30 +139,34 @@ RECEIVING_TASKS = {"sum received array"}  # tasks that read what fan_out(send=..
 @dataclass(frozen=True)
 class WorkerReport:
     """What one worker measured on itself: memory (bytes) before and after its task, the
-    task's seconds and its result (a sum, or what ``gc.collect()`` returned)."""
+    task's seconds and its result (a sum, or what ``gc.collect()`` returned). ``before`` and
+    ``after`` are None when the worker was told not to measure (``fan_out(measure=False)``)."""
 
     pid: int
     task: str
     result: float
     seconds: float
-    before: ProcessMemory
-    after: ProcessMemory
+    before: ProcessMemory | None
+    after: ProcessMemory | None
 
     @property
     def uss_growth(self) -> int:
         """Bytes this worker made private during its task (pages it wrote or un-shared)."""
+        if self.before is None or self.after is None:
+            raise ValueError("this worker measured nothing: call fan_out with measure=True")
         return self.after.uss - self.before.uss
 
 
-def run_task(connection, task: str) -> None:
+def run_task(connection, task: str, measure: bool = True) -> None:
     """Worker: run ``TASKS[task]``, send a WorkerReport (or the exception) to the parent, then
-    hold until the parent sends anything (or every copy of its end is closed)."""
+    hold until the parent sends anything (or every copy of its end is closed). With ``measure``,
+    reads its own memory before and after the task (two reads of its /proc files)."""
     try:
-        before = process_memory(os.getpid())
+        before = process_memory(os.getpid()) if measure else None
         start = time.perf_counter()
         result = TASKS[task](connection)
         seconds = time.perf_counter() - start
-        after = process_memory(os.getpid())
+        after = process_memory(os.getpid()) if measure else None
         answer: object = WorkerReport(os.getpid(), task, result, seconds, before, after)
     except Exception as error:
         answer = error
@@ -217,9 +221,11 @@ def memory_alone(reads: int = 3, interval: float = 0.05) -> ProcessMemory:
 
 
 def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
-            hold_seconds: float = 0.0, report=None, label: str | None = None) -> FanOut:
+            hold_seconds: float = 0.0, report=None, label: str | None = None,
+            measure: bool = True) -> FanOut:
     """Start ``n_workers`` processes with ``start_method`` running ``task``; pickle ``send`` to
     each through its pipe when given; wait for every report; hold them ``hold_seconds``.
+    ``measure=False``: the workers read no memory figures of their own (a bare timing).
 
     With ``report`` (a helpers.measure.memory.MemoryReport) and ``label``, marks ``'<label> holding'``
     and ``'<label> end'`` around the hold. Halfway through the hold this process reads every
@@ -240,7 +246,7 @@ def fan_out(start_method: str, task: str, n_workers: int, send: object = None,
         start = time.perf_counter()
         for _ in range(n_workers):
             parent_end, child_end = context.Pipe()
-            process = context.Process(target=run_task, args=(child_end, task), daemon=True)
+            process = context.Process(target=run_task, args=(child_end, task, measure), daemon=True)
             pipes.append(parent_end)
             processes.append(process)
             process.start()

@@ -78,6 +78,9 @@ def plot_fork_phases(report, phases: Mapping[str, FanOut]):
             ax.plot(at, sum(getattr(m, measure) for m in fan.held.values()) / MiB, "r*", markersize=12,
                     label="direct read, tree" if label == next(iter(phases)) else None)
     for ax in (left, right):  # below the axes: inside, it would hide the idle workers' lines
+        for line in ax.get_lines():  # no segment is made here: a flat /dev/shm line says nothing
+            if line.get_label().startswith("/dev/shm") and len(set(line.get_ydata())) <= 1:
+                line.remove()
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4)
     return fig
 
@@ -114,7 +117,7 @@ def plot_collections(rows_lists: float, kernel: float, frozen: float, list_objec
     ax.barh(names[0], rows_lists / MiB, color="tab:blue", label="the rows' lists")
     ax.barh(names[0], kernel / MiB, left=rows_lists / MiB, color="tab:gray", label="the kernel's own objects")
     ax.barh(names[1], kernel / MiB, color="tab:gray")
-    ax.barh(names[2], frozen / MiB, color="tab:green")
+    ax.barh(names[2], frozen / MiB, color="tab:green", label="everything frozen by gc.freeze()")
     ax.axvline(list_objects / MiB, color="tab:red", linestyle="--",
                label=f"the rows' list objects ({format_bytes(list_objects)})")
     ax.invert_yaxis()

@@ -20,3 +20,12 @@ def test_the_baseline_is_the_read_with_the_largest_pss(monkeypatch):
 def test_an_idle_fan_out_grows_the_tree_by_the_workers_own_pages_only():
     fan = fork_copy_on_write.fan_out("fork", "idle", 2, hold_seconds=0.2)
     assert fan.growth("pss") < 0.5 * fan.parent_before.pss, (fan.growth("pss"), fan.parent_before)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not fork_copy_on_write.has_fork(), reason="this platform cannot fork")
+def test_a_bare_fan_out_reads_no_memory_figures_in_its_workers():
+    fan = fork_copy_on_write.fan_out("fork", "idle", 2, measure=False)
+    assert fan.seconds > 0 and all(w.before is None and w.after is None for w in fan.workers)
+    with pytest.raises(ValueError, match="measure=True"):
+        _ = fan.workers[0].uss_growth
