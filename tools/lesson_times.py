@@ -1,6 +1,6 @@
 """Each lesson's reading time and run time, in its header line and in the README's lesson map.
 
-Reading time: the words a reader reads at 200 words a minute, rounded up: the prose, that is every
+Reading time: the words a reader reads at 200 words a minute, to the nearest minute: the prose, that is every
 Markdown cell (its ``<details>`` blocks and inline code included; fenced code blocks, HTML tags and
 link targets not) and the Markdown the stored run renders (a conclusion written from the
 measurement), plus the printed output (the text the stored run prints: tables, check lines, shown
@@ -75,16 +75,21 @@ def run_seconds(notebook: dict) -> float | None:
     return notebook.get("metadata", {}).get("lab", {}).get("run_seconds")
 
 
+def reading_minutes(words_read: int) -> int:
+    """Minutes to read ``words_read`` words at WORDS_A_MINUTE, to the nearest minute (at least 1)."""
+    return max(1, math.floor(words_read / WORDS_A_MINUTE + 0.5))
+
+
 def header_line(words: int, printed: int, seconds: float | None) -> str:
     """The header: minutes for ``words`` of prose plus ``printed`` words of printed output."""
-    minutes = max(1, math.ceil((words + printed) / WORDS_A_MINUTE))
+    minutes = reading_minutes(words + printed)
     run = f"about {max(5, 5 * round(seconds / 5))} s" if seconds is not None else "not measured yet"
     return (f"Reading time: about {minutes} min ({words:,} words of prose and {printed:,} of printed output, "
             f"at {WORDS_A_MINUTE} words a minute) · run time: {run} at the default size")
 
 
 def readme_cell(words: int, printed: int, seconds: float | None) -> str:
-    minutes = max(1, math.ceil((words + printed) / WORDS_A_MINUTE))
+    minutes = reading_minutes(words + printed)
     run = f"{max(5, 5 * round(seconds / 5))} s run" if seconds is not None else "run time not measured yet"
     return f"{minutes} min read, {run}"
 
