@@ -419,7 +419,7 @@ EXERCISE = Exercise(
 
 
 def sum_by_name_with_stdlib(name: str, n_items: int, results) -> None:
-    """The exercise's 'our_worker': the 'stdlib' child's steps, in a process our context starts."""
+    """Attach ``name`` with SharedMemory, put the sum of its first ``n_items`` floats on ``results``."""
     segment = SharedMemory(name=name)
     view = np.ndarray((n_items,), dtype=np.float64, buffer=segment.buf)
     results.put(float(view.sum()))
