@@ -544,7 +544,7 @@ def _solve_post_race(dumps: float, loads: float, proxy_one_read: float, installe
                      **_race: float) -> dict[str, float]:
     """The worked solution, from times the lesson measured before the race (seconds): the list sent
     with a task costs about its ``pickle.dumps`` here plus its ``pickle.loads`` in a worker; a task
-    with the proxy, section 3's fastest task sending the proxy and reading once; a task on the
+    with the proxy, the fastest task sent a proxy of the post's tuples and reading one; a task on the
     installed list, section 2's fastest task on the installed object (the notebook passes the median
     of its three sizes' fastest: the fastest of one size wanders with the machine's load). The
     race's own times are not used."""
