@@ -46,8 +46,10 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
     new segment made and unlinked)."""
     message = max(ours.warm.median - ours.warm_copy.median, 0.0)  # a warm echo less its copy
     first_over = firsts.median / (parts.copy_of.median + message)
+    extra = firsts.median - parts.copy_of.median  # a first call less copy_of
     copy_of = (f"`copy_of`'s {format_seconds(parts.copy_of.median)}"
-               + (" plus a message" if firsts.median > parts.copy_of.median else ""))
+               + (f" plus {format_seconds(extra)} (the message, the worker's first attach)"
+                  if extra > 0 else ""))
     first = f"about {copy_of}" if 0.85 <= first_over <= 1.2 else f"{about(first_over)}× {copy_of}"
     carried = new_parts.read.median - new_parts.sum_here.median  # a warm sum's call less the sum itself
     new_sum = carried + new_parts.compute.median + parts.copy_of.median + parts.release.median
@@ -63,17 +65,21 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
         f"{len(stdlib.warm.runs)} calls after a first one), "
         f"**{about(stdlib.warm.median / ours.warm.median)}×** ours ({format_seconds(ours.warm.median)}, "
         f"{about(ours.warm.median / parts.warm.median)}× floor (a); fastest runs "
-        f"{about(ours.warm.min / parts.warm.min)}×). First calls ({format_seconds(firsts.median)}, the pool "
-        f"emptied before each) made a segment: {first}. Already shared, fastest runs: {shared}: one message. "
-        f"A sum, which reads the array, took {format_seconds(new_parts.read.median)} warm, "
+        f"{about(ours.warm.min / parts.warm.min)}×), for a task that never reads the array; a sum pays "
+        f"page faults too ({format_seconds(new_parts.read.median)} through ours, below). "
+        f"First calls ({format_seconds(firsts.median)}, the pool "
+        f"emptied before each) made a segment: {first}. Already shared, fastest runs: {shared}: the message, "
+        "which barely grows with size. "
+        f"A sum took {format_seconds(new_parts.read.median)} warm, "
         f"{format_seconds(new_parts.read_shared.median)} already shared, "
-        f"{format_seconds(new_parts.sum_here.median)} here: each task maps the segment afresh, and its first "
-        "touch of each page is a minor fault (no copy, no zeroing), about "
+        f"{format_seconds(new_parts.sum_here.median)} in this process: each task maps the "
+        "segment afresh (workers unmap it after each task, so the pool knows none views it), "
+        "and its first touch of each page is a minor fault (no copy, no zeroing), about "
         f"{format_seconds(faults)} a call, {about(faults / parts.warm.median)} warm copies. "
         f"`x + 1` took {format_seconds(ours_new.median)} warm; its parts, timed apart, "
         f"{format_seconds(new_sum)}: the warm sum's call less the sum ({format_seconds(carried)}: copy, "
-        f"messages, faults), `x + 1` here ({format_seconds(new_parts.compute.median)}), a new result segment "
-        f"as section 2's `copy_of` and unlink ({format_seconds(parts.copy_of.median)} + "
+        f"messages, faults), `x + 1` here ({format_seconds(new_parts.compute.median)}), a new segment's "
+        f"`copy_of` and unlink ({format_seconds(parts.copy_of.median)} + "
         f"{format_seconds(parts.release.median)}){left}."
         "\n\n**Conclusion.** Warm: one copy into old pages plus a message; shared once: the message. Reading "
         "the array adds the worker's page faults; a new big result, a new segment.")

@@ -66,7 +66,7 @@ class Tour:
             f"bytes still lent by the pool after that failed task:     {self.lent_after_error}",
             f"dict, namedtuple, list and tuple came back as such:      {yes(self.containers_kept)}",
             f"the big arrays in them came back in shared memory:       {yes(self.big_ones_shared)}",
-            f"the small array in them was pickled:                     {yes(self.small_ones_pickled)}",
+            f"the 100 labels in them (under 1 MiB) were pickled:       {yes(self.small_ones_pickled)}",
             f"the record array came back with its dtype and bytes:     {yes(self.table_same)}",
             f"a slice the worker returned views our SharedNDArray:     {yes(self.result_views_argument)}",
             f"x + 1 computed by the worker equals ours:                {yes(self.new_result_right)}",

@@ -37,7 +37,7 @@ def test_the_round_trips_paragraph_adds_up_the_parts_of_x_plus_one():
     said = text.round_trips_what_to_see(trips, ours, small, ms(75, 75, 75), new_parts, ms(148, 148, 148),
                                         parts(ms(102, 103, 104), ms(101, 102, 103)), 128 * MiB, 8 * MiB)
     assert "**100×** ours (8 ms, 1.1× floor (a)" in said
-    assert "made a segment: about `copy_of`'s 72 ms plus a message" in said
+    assert "made a segment: about `copy_of`'s 72 ms plus " in said
     assert "its parts, timed apart, 142 ms: the warm sum's call less the sum (28 ms: " in said  # 35-7+11+...
     assert "(72 ms + 31 ms); 6 ms not broken down." in said  # 148 - 142 ms
     assert "(median of 3 calls after a first one)" in said
