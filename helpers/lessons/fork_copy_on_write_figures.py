@@ -117,7 +117,7 @@ def plot_collections(rows_lists: float, kernel: float, frozen: float, list_objec
     ax.barh(names[0], rows_lists / MiB, color="tab:blue", label="the rows' lists")
     ax.barh(names[0], kernel / MiB, left=rows_lists / MiB, color="tab:gray", label="the kernel's own objects")
     ax.barh(names[1], kernel / MiB, color="tab:gray")
-    ax.barh(names[2], frozen / MiB, color="tab:green", label="everything frozen by gc.freeze()")
+    ax.barh(names[2], frozen / MiB, color="tab:green", label="gc.collect() after gc.freeze()")
     ax.axvline(list_objects / MiB, color="tab:red", linestyle="--",
                label=f"the rows' list objects ({format_bytes(list_objects)})")
     ax.invert_yaxis()
