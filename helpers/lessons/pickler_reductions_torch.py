@@ -466,16 +466,29 @@ def collect_given_back(pool: SegmentPool, timeout: float = 5.0) -> int:
 def working_lines(function: Callable, starts: tuple[str, ...], until: str | None = None) -> str:
     """The lines of ``function``'s source that begin (indentation aside) with one of ``starts``,
     each with the lines that continue it (until its brackets close): its working lines; with
-    ``until``, only those before the first line that begins with it."""
-    kept, depth = [], 0
+    ``until``, only those before the first line that begins with it. Wherever lines are left out,
+    a line ``...  # (lines cut)`` at the first left-out line's indentation says so."""
+    kept, depth, cut_at = [], 0, None  # cut_at: indentation of the first line cut since the last kept
     for line in inspect.getsource(function).splitlines():
+        indent = line[:len(line) - len(line.lstrip())]
         if until is not None and depth == 0 and line.lstrip().startswith(until):
+            cut_at = indent
             break
         code = line.split("  #")[0]
         if depth > 0 or line.lstrip().startswith(starts):
+            if cut_at is not None and kept:
+                kept.append(cut_at + CUT_MARK)
+            cut_at = None
             kept.append(line)
             depth = max(0, depth + sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}"))
+        elif line.strip() and cut_at is None:
+            cut_at = indent
+    if cut_at is not None and kept:
+        kept.append(cut_at + CUT_MARK)
     return "\n".join(kept)
+
+
+CUT_MARK = "...  # (lines cut)"
 
 
 # --- "Your turn": which arrays made from a received array cross again without a copy ---

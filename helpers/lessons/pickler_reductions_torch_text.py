@@ -71,6 +71,12 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
                       f"man3/mallopt.3.html) gives each new buffer fresh pages from the kernel: "
                       f"{pickle_over('b', new_pages)}." if new_pages and reused
                       else f"{pickle_over('a', sizes)}."))
+    remote_floor = "b" if largest >= mmap_threshold else "a"
+    remote_key = {"a": "ratio_to_warm_floor", "b": "ratio_to_fresh_floor"}[remote_floor]
+    remote_ratio = ratios["pickle", "remote", largest][remote_key]
+    pickle_cost += (f" Through a worker the pickle took {format_ratio(remote_ratio)}× ({remote_floor}) at "
+                    f"{format_bytes(largest)}: two pickles, two unpickles and 2 × {format_bytes(largest)} "
+                    "through the pipe.")
     spread = format_ratio(max(already_shared_spread(rows).values()))
     pickle_growth = min(median["pickle", where, largest] / median["pickle", where, smallest]
                         for where in WHERES)

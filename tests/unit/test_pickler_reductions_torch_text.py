@@ -34,6 +34,10 @@ def test_the_round_trips_paragraph_says_what_the_table_says():
     assert "two copies and its own work cost 3.5× (a) at 2 MiB while `malloc` reuses" in said  # 7 ms / 2 ms
     assert "fresh pages from the kernel: 0.20× (b) at 64 MiB." in said  # 130 ms / 640 ms
     assert "torch-free 3 ms), and an array already shared beat every other trip at every size." in said
+    assert ("Through a worker the pickle took 0.62× (b) at 64 MiB: two pickles, two unpickles and "
+            "2 × 64 MiB through the pipe.") in said  # 400 ms / 640 ms
+    assert "Through a worker the pickle took 6.2× (a) at 64 MiB" in text.round_trips_what_to_see(
+        table(remote_pickle_at_2=30), 128 * MiB)  # below the threshold: over floor (a), 400 ms / 64 ms
     assert text.already_shared_fastest(table(remote_pickle_at_2=30)) == [2 * MiB, 64 * MiB]
     later = text.round_trips_what_to_see(table(remote_pickle_at_2=10), 32 * MiB)
     assert "beat the pickle from 64 MiB up" in later

@@ -103,13 +103,16 @@ def test_working_lines_keep_the_lines_named_and_their_continuations():
         ignored = 1
         return total, ignored
 
+    cut = "        ...  # (lines cut)"
     assert pickler_reductions_torch.working_lines(example, ("def ", "total = ", "return")).splitlines() == [
-        "    def example(a,", "                b):", "        total = (a +", "                 b)",
+        "    def example(a,", "                b):", cut, "        total = (a +", "                 b)", cut,
         "        return total, ignored"]
     before_ignored = pickler_reductions_torch.working_lines(example, ("def ", "total = ", "return"),
                                                             until="ignored")
     assert before_ignored.splitlines() == [
-        "    def example(a,", "                b):", "        total = (a +", "                 b)"]
+        "    def example(a,", "                b):", cut, "        total = (a +", "                 b)", cut]
+    assert "(lines cut)" not in pickler_reductions_torch.working_lines(example, ("def ", '"""', "total = ",
+                                                                                 "ignored", "return"))
 
 
 def test_the_round_trip_table_gives_the_cold_call_over_floor_b():
