@@ -458,6 +458,8 @@ def blog_timings_markdown(results: Sequence) -> str:
              "|---|---|---|---|"]
     for name, ms in sorted(BLOG_MS.items(), key=lambda item: item[1]):
         ours = f"{_factor(here[name] / here_fastest)}×" if name in here else "not run"
+        if name == "ray_by_value" and name in here and RAY_MEASURED in here:
+            ours += f" (after `{RAY_MEASURED}`, into its store pages)"
         lines.append(f"| {name} | {ms:,.2f} | {_factor(ms / blog_fastest)}× | {ours} |")
     return "\n".join(lines)
 
@@ -667,15 +669,11 @@ def object_arrays_advice(results: Sequence) -> str:
     pickle, once = done.get("pickle"), done.get("send_once")
     if pickle is None or once is None or once.setup_s is None or once.setup_s < NOTHING_SET_UP:
         return text + " or convert them to a fixed-width dtype."  # a start-up under noise: no payback to say
-    per_call, start = pickle.fan_out.median, once.setup_s
-    saved = per_call - once.fan_out.median  # what each fan-out saves over pickling it per task
-    if saved <= 0:
+    per_call = pickle.fan_out.median
+    if per_call <= once.fan_out.median:  # no fan-out saved anything over pickling it per task
         return (text + f", not faster here (fan-out {format_seconds(once.fan_out.median)} against pickle's "
                 f"{format_seconds(per_call)}), or convert them to a fixed-width dtype.")
-    pays = max(1, math.ceil(start / saved))
-    return (text + f" if the pool serves many calls (its start-up, {format_seconds(start)}, was repaid from "
-            f"the {_ordinal(pays)} fan-out against pickle's here, on float64), or convert them to a "
-            "fixed-width dtype.")
+    return text + " if the pool serves many calls, or convert them to a fixed-width dtype."
 
 
 # What each way copies, as lesson 11 prints it after its exercise: lesson 10's exercise asks how many
@@ -921,7 +919,13 @@ def _round_trips_against_floor_b(trip: dict[str, float], fresh_over_warm: float)
             text += f", at least {_at_least(min(trip[n] for n in pickled) / max(others))}× any other"
         parts.append(text)
     if in_place:
-        parts.append(f"written into a result made at set-up ({_names(in_place)}) {span(in_place)}")
+        text = (f"written into a result made and first filled untimed ({_names(in_place)}) {span(in_place)} "
+                "(a fresh one: about one floor (b) more)")
+        if "sharedctypes" in in_place and len(in_place) > 1 and trip["sharedctypes"] == min(
+                trip[name] for name in in_place):
+            text += (", lowest `sharedctypes`: its workers got both arrays at start, the others map them per "
+                     "task")
+        parts.append(text)
     if stored:
         store = "Ray's object store" if all(name.startswith("ray") for name in stored) else (
             "a new segment" if not any(name.startswith("ray") for name in stored) else
@@ -929,7 +933,8 @@ def _round_trips_against_floor_b(trip: dict[str, float], fresh_over_warm: float)
         parts.append(f"through {store} ({_names(stored)}) {span(stored)}, a new copy each time")
     if not parts:
         return ""
-    text = "Round trips in floor (b), by how the result returns: " + "; ".join(parts)
+    text = (f"Round trips in floor (b) (the table's ×(a) ÷ {fresh_over_warm:.3g}), by how the result "
+            "returns: " + "; ".join(parts))
     if ("ray_by_value" in trip and RAY_MEASURED in trip and trip["ray_by_value"] < fresh_over_warm
             and trip["ray_by_value"] < trip[RAY_MEASURED]):
         text += (f". `ray_by_value` ran after `{RAY_MEASURED}`, into store pages already faulted in: hence "
@@ -974,6 +979,9 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
 
     said: set[str] = set()
 
+    def or_per_read(names) -> str:  # what the per-task ways copy: manager's per read
+        return " or per read" if "manager" in names and len(names) > 1 else ""
+
     def listed(names: list[str]) -> str:
         text = joined([f"`{name}`" + ("" if name in said else f" ({fan[name]:.3g}×)") for name in names])
         said.update(names)
@@ -993,14 +1001,19 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
     sentences = []
     if ahead:
         times = min(fan[name] for name in ahead) / fan[top_other]
-        sentences.append(f"{listed(ahead)}, which {_verb(ahead, 'copies', 'copy')} the array per task, took "
-                         f"at least {_at_least(times)}× as long as any other way")
+        how = "per read" if ahead == ["manager"] else "per task" + or_per_read(ahead)
+        sentences.append(f"{listed(ahead)}, which {_verb(ahead, 'copies', 'copy')} the array {how}, took "
+                         f"at least {_at_least(times)}× as long as any way that does not copy per task")
+    said_after: set[str] = set()  # the caveat on ray_by_value's pages, said once
     for name in above[:2]:  # the two slowest, each with what it does; the rest named after them
         beaten = [p for p in behind if slower(name, p)]
         times = fan[name] / max(fan[p] for p in beaten)
         does = NOT_PER_TASK.get(name, "copies nothing per task")
         text = (f"{listed([name])}, which {does}, took at least {_at_least(times)}× as long as "
                 f"{listed(beaten)}, which {_verb(beaten, 'copies', 'copy')} it per task")
+        if "ray_by_value" in beaten and RAY_MEASURED in fan and "ray_by_value" not in said_after:
+            said_after.add("ray_by_value")
+            text += f" (`ray_by_value` after `{RAY_MEASURED}`, into its store pages)"
         sentences.append(text + _reference_disagrees(name, beaten, times, reference))
     if len(above) > 2:
         sentences.append(f"so did {joined([f'`{name}`' for name in above[2:]])}, beside a way that copies "
@@ -1012,22 +1025,23 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
         span = "" if len(whom) < 2 else f" ({_range([fan[o] for o in whom], lambda r: f'{r:.3g}')})"
         does = "" if "joblib" in whom else f", which {_verb(whom, 'copies', 'copy')} nothing per task"
         names = joined([f"`{o}`" for o in whom]) if len(whom) < 3 else f"{len(whom)} ways"
-        text = f"{listed(group)} {_verb(group, 'is', 'are')} within {NOISE_FACTOR:g}× of {names}{span}{does}"
+        gap = min(max(fan[p], fan[o]) / min(fan[p], fan[o]) for p in group for o in whom)  # all near 2x?
+        near = (f"about {NOISE_FACTOR:g}× {names}{span}{does}, too close to the {NOISE_FACTOR:g}× rule to "
+                "rank" if gap >= 0.95 * NOISE_FACTOR else f"within {NOISE_FACTOR:g}× of {names}{span}{does}")
+        copies = f", which {_verb(group, 'copies', 'copy')} it per read," if group == ["manager"] else ""
+        text = f"{listed(group)}{copies} {_verb(group, 'is', 'are')} {near}"
         rest = [fan[o] for o in fan if o not in group and o not in whom]
         if rest and min(fan[p] for p in group) >= NOISE_FACTOR * max(rest):  # above every other way
             text += (f" (not ranked) and took at least {_at_least(min(fan[p] for p in group) / max(rest))}× "
                      "as long as every other way")
-        else:
+        elif gap < 0.95 * NOISE_FACTOR:
             text += ": not ranked"
         sentences.append(text)
     text = f" {verdict} (fan-outs, × floor (a)): " + "; ".join(sentences) + "."
     if "executor" in fan and n_workers and fan["executor"] > 2 * n_workers:
         # its copies go into warm pooled segments, about floor (a) each; not counted here (the exercise's)
-        text += (f" Of `executor`'s {fan['executor']:.3g}×, its copies (into warm segments, about 1× each) "
-                 "make little; a fixed cost per submit makes the rest.")
-    if "joblib" in above and joblib_dump is not None and joblib_dump < fan["joblib"]:
-        text += (f" `joblib.dump` alone took {joblib_dump:.3g}× (lesson 06); the "
-                 f"other {fan['joblib'] - joblib_dump:.3g}× (dispatch, folders) is not timed apart.")
+        text += (f" `executor`'s {fan['executor']:.3g}× is mostly a fixed cost per submit, not its copies "
+                 "(into warm segments, about 1× each).")
     return text
 
 
@@ -1086,8 +1100,7 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing], joblib_du
     if len(fan) < 2 or len(trip) < 2:
         return "*What to see:* too few strategies ran here to compare."
     dump = None if joblib_dump is None else joblib_dump.median / warm
-    parts = [_round_trips_against_floor_b(trip, fresh / warm) + _threads_round_trip(done, fresh),
-             late_start_markdown(results),
+    parts = [_round_trips_against_floor_b(trip, fresh / warm),
              _hypothesis(fan, dump, min((r.n_workers for r in done.values()), default=0),
                          next((r for r in references if r.size_bytes == results[0].array_bytes), None))]
     return "*What to see*:\n\n" + "\n".join(f"- {part.strip()}" for part in parts if part)
@@ -1110,7 +1123,8 @@ NOTHING_SET_UP = 1e-4  # seconds: a setup under this made nothing (the array goe
 # pages reused from earlier puts 0.3x to 0.45x: which pages a put got is not measured here, so a put
 # within NOISE_FACTOR under floor (b) is said to match it, and one further under names the reuse as
 # the likely reason, untimed.
-RAY_PUT_LIKE_FLOOR = "one copy into the store, within noise of it; whether its pages were fresh is not timed"
+RAY_PUT_LIKE_FLOOR = ("one copy into the store, not comparable with floor (b): Ray may give a put pages it "
+                      "touched before (timed apart: 0.3× to 1.6× floor (b))")
 RAY_PUT_REUSED = ("far under it, likely store pages an earlier put had touched; which pages it got is not "
                   "timed here")
 # A late pool's setup is the difference of two pool start-ups, each timed once.
@@ -1155,7 +1169,7 @@ def setup_note(results: Sequence, floors: tuple[Timing, Timing]) -> str:
             return text + f", no slower, {START_DIFFERENCE}" + (f" ({why})" if why else "")
         if (name in SENDS_LIKE_PICKLE and pickle_fan is not None
                 and done[name].setup_s > pickle_fan / NOISE_FACTOR):  # a closer one: not "as long as"
-            return text + f", {_as_long_as(done[name].setup_s, pickle_fan)}: section 3 says why"
+            return text + f", {_as_long_as(done[name].setup_s, pickle_fan)}: {START_SERIAL}"
         if name in SENDS_LIKE_PICKLE:
             return text + (f" ({why})" if why else "")
         return text + f", {START_DIFFERENCE}" + (f" ({why})" if why else "")

@@ -259,8 +259,9 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
     there = format_seconds(reference.floor_warm_s)
     if speed >= 1 and median > 1:  # fixed costs sped up less than copying: every ratio reads higher here
         return (f"This run's machine copies {factor}× faster than the reference's (floor (a): "
-                f"{format_seconds(warm)} here, {here}; {there} there, {_where(reference)} in README's "
-                f"machine table); its start-ups and messages sped up less, so ratios here run higher "
+                f"{format_seconds(warm)} here, {here}, this run's machine, not in the README's table; "
+                f"{there} there, {_where(reference)}, the README's machine table); its start-ups and "
+                f"messages sped up less, so ratios here run higher "
                 f"({format_ratio(median)}× the reference's at the median, {format_ratio(ratios[low])}× "
                 f"({low}) to {format_ratio(ratios[high])}× ({high})). Compare the order of rows 2× or "
                 "more apart, not their ratios" + _far_off(ratios, median) + ".")
