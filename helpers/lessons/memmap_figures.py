@@ -194,11 +194,13 @@ def describe_tmpfs_release(kind: str, still_listed: bool, mapped_after_delete: F
 
 
 def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], Timing], array_bytes: int,
-                    huge: str | None, second_sums: Mapping[str, Timing] | None = None) -> str:
+                    huge: str | None, second_sums: Mapping[str, Timing] | None = None,
+                    in_ram: float | None = None) -> str:
     """Markdown: the page faults of one warm read of the whole file on each filesystem, the bytes
     each fault mapped, and, chosen by the counts, why they differ; ``huge`` is the tmpfs mount's
     ``huge=`` option (``memmap.tmpfs_huge_option``); ``second_sums``: a second sum through the same
-    mapping on each filesystem (``memmap.time_second_sum``), which says what the faults cost."""
+    mapping on each filesystem (``memmap.time_second_sum``), which says what the faults cost;
+    ``in_ram``: seconds of ``np.sum`` over the array in private RAM, to compare the second sums with."""
     per_fault = {kind: array_bytes / max(count, 1) for kind, count in faults.items()}
     text = "**Counted.** One warm read of the whole file took " + " and ".join(
         f"{count:,}{' page faults' if i == 0 else ''} on {kind} (one per {format_bytes(per_fault[kind])})"
@@ -212,28 +214,33 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
         timing += f", with {format_ratio(faults['tmpfs'] / faults['disk'])}× the faults"
         small = huge in (None, "never", "deny")
         mount, each = f" (`huge={huge}`)" if huge else "", format_bytes(per_fault["tmpfs"])
-        tmpfs = (f"tmpfs's 4 KiB pages{mount} took one fault per {each}" if small
-                 else f"this tmpfs{mount} still took one per {each}")
+        tmpfs = (f"tmpfs, mounted `huge={huge}` (no 2 MiB pages), keeps 4 KiB pages: one fault per {each}"
+                 if small and huge else f"tmpfs keeps 4 KiB pages: one fault per {each}"
+                 if small else f"This tmpfs{mount} still took one per {each}")
         return (
             f"**Counted.** One warm read of the whole file took {faults['disk']:,} page faults on disk and "
             f"{faults['tmpfs']:,} on tmpfs. A read fault maps up to 16 neighbouring pages at once "
-            f"(*fault-around*): {tmpfs}; the disk's page cache keeps this file in larger blocks (*folios*), "
+            f"(*fault-around*). {tmpfs}. The disk's page cache keeps this file in larger blocks (*folios*): "
             f"one fault per {format_bytes(per_fault['disk'])}. " + timing
-            + (fault_cost(second_sums) if slower > 1.1 else ", so here the faults did not decide it."))
+            + (fault_cost(second_sums, in_ram) if slower > 1.1
+               else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
         return text + ("Here the disk file needed more faults: its page cache held it in smaller blocks. "
                        + timing + ".")
     return text + "Both mapped about as much per fault here. " + timing + "."
 
 
-def fault_cost(second_sums: Mapping[str, Timing] | None) -> str:
+def fault_cost(second_sums: Mapping[str, Timing] | None, in_ram: float | None = None) -> str:
     """The end of ``describe_faults``'s sentence on tmpfs's slower warm read: what a second sum through
     the same mapping (no new faults; ``second_sums`` per filesystem) took on each, and what that says."""
     if not second_sums or not {"disk", "tmpfs"} <= set(second_sums):
         return "; what the faults cost, this run does not measure."
     disk, tmpfs = second_sums["disk"].median, second_sums["tmpfs"].median
     if 0.8 <= tmpfs / disk <= 1.25:
-        verdict = "read alike once mapped, tmpfs lost its warm read to mapping and unmapping its pages"
+        verdict = ("once mapped, both read as fast as a private array (`np.sum`: "
+                   f"{format_seconds(in_ram)}); tmpfs lost its warm read to mapping its pages"
+                   if in_ram and 0.8 <= max(tmpfs, disk) / in_ram <= 1.25 else
+                   "read alike once mapped: tmpfs lost its warm read to mapping its pages")
     elif tmpfs > disk:
         verdict = (f"tmpfs took {format_ratio(tmpfs / disk)}× the disk's even then: the faults explain "
                    "only part")
@@ -337,11 +344,10 @@ def describe_joblib_memory(growth: Mapping[str, Mapping[str, float | None]], arr
     """Markdown: that the growth table's /dev/shm row is the same dump the PSS row counts, and the
     cgroup counter's growth of each way (``growth``: ``format_growth_table``'s columns 'pickled - idle'
     and 'auto-memmap - idle'), when readable."""
-    text = ("Auto-memmapped, the table's `/dev/shm` row counts the dump's pages again, as a file, so the "
-            "rows do not add")
+    text = "The `/dev/shm` row is the dump the PSS row counts"
     counters = [growth[column].get("cgroup counter") for column in ("auto-memmap - idle", "pickled - idle")]
     if None in counters:
         return text + "."
     auto, pickled = (value / array_bytes for value in counters)
-    return text + (f": the cgroup counter, which counts each page once, grew by {auto:.2f} arrays, "
-                   f"pickled's by {pickled:.2f}.")
+    return text + (f": the machine held {auto:.2f} arrays more auto-memmapped (cgroup counter), "
+                   f"{pickled:.2f} pickled.")
