@@ -508,7 +508,9 @@ POST_SPEEDUP = 350  # the ratio of the post's times (38.7 s / 0.111 s): its prox
 # fails where this machine measures ~50× (a factor of 3 let ~110× pass it), and a prediction read
 # off sections 2 and 3 and the pickling times passes.
 FACTOR_WINDOW = 2
-FACTORS = ("proxy_speedup", "installed_speedup")  # the exercise's answer: a dict of these two numbers
+FACTORS = ("proxy_speedup", "installed_speedup")  # the exercise's two factors
+LIST_TASK = "list_task_ms"  # and a list task's time in milliseconds: the answer is a dict of these three
+LIST_WINDOW = 1.5  # the list task's time within this factor of the race's
 
 
 def post_items(n_items: int = POST_ITEMS) -> list[tuple[str, list[int]]]:
@@ -548,7 +550,7 @@ def _solve_post_race(dumps: float, loads: float, proxy_one_read: float, installe
     installed list, section 2's fastest task on the installed object (the notebook passes the median
     of its three sizes' fastest: the fastest of one size wanders with the machine's load). The
     race's own times are not used."""
-    return race_factors(dumps + loads, proxy_one_read, installed_task)
+    return race_factors(dumps + loads, proxy_one_read, installed_task) | {LIST_TASK: 1000 * (dumps + loads)}
 
 
 _FASTER = {"proxy_speedup": "the proxy", "installed_speedup": "the installed list"}
@@ -558,6 +560,8 @@ _HINTS = {
                       "(section 3's fastest task with one read); predict from those times on this machine, "
                       f"not from the post's {POST_SPEEDUP}×, measured on another machine with 5 workers "
                       "pipelining 100 tasks"),
+    LIST_TASK: ("a task that carries the list pays its pickle.dumps in this process and its pickle.loads "
+                "in the worker that runs it, each once"),
     "installed_speedup": ("a task on the installed list sends one integer and asks the manager nothing, "
                           "as section 2's tasks on the installed object did; the proxy's task still "
                           "connects and waits for the manager (section 3's fastest task with one read)"),
@@ -568,8 +572,8 @@ def _check_post_race(answer, every_task: float, proxy: float, installed: float,
                      **_earlier: float) -> str | None:
     """Each factor within ``FACTOR_WINDOW`` of the race's (its fastest tasks, seconds); the earlier
     times the worked solution divides are not used here."""
-    if not isinstance(answer, dict) or set(answer) != set(FACTORS):
-        return 'answer with a dict of two numbers: {"proxy_speedup": ..., "installed_speedup": ...}'
+    if not isinstance(answer, dict) or set(answer) != {*FACTORS, LIST_TASK}:
+        return f'answer with a dict of three numbers: {ANSWER_FORM}'
     measured = race_factors(every_task, proxy, installed)
     for name in FACTORS:
         guess, factor = answer[name], measured[name]
@@ -579,7 +583,17 @@ def _check_post_race(answer, every_task: float, proxy: float, installed: float,
             side = "more" if guess < factor else "less"
             return (f"{name}: {_FASTER[name]} gained {side} than that here, by over a factor of "
                     f"{FACTOR_WINDOW}: {_HINTS[name]}")
+    guess, list_ms = answer[LIST_TASK], 1000 * every_task
+    if isinstance(guess, bool) or not isinstance(guess, int | float) or guess <= 0:
+        return f"{LIST_TASK} is a task's time in milliseconds: a positive number"
+    if not list_ms / LIST_WINDOW <= guess <= LIST_WINDOW * list_ms:
+        side = "more" if guess < list_ms else "less"
+        return (f"{LIST_TASK}: a task with the list took {side} than that, by over a factor of "
+                f"{LIST_WINDOW}: {_HINTS[LIST_TASK]}")
     return None
+
+
+ANSWER_FORM = '{"list_task_ms": ..., "proxy_speedup": ..., "installed_speedup": ...}'
 
 
 EXERCISE = Exercise(
@@ -587,20 +601,25 @@ EXERCISE = Exercise(
     question=(f"with the post's list of {POST_ITEMS:,} small tuples and one item read per task, how many "
               "times faster per task is the proxy than sending the list with every task, and how many "
               "times faster again is the list installed once per worker than the proxy (each within a "
-              f'factor of {FACTOR_WINDOW})? answer = {{"proxy_speedup": ..., "installed_speedup": ...}}'),
+              f"factor of {FACTOR_WINDOW}), and how many milliseconds does a task that carries the list take "
+              f"(within {LIST_WINDOW}×)? answer = {ANSWER_FORM}"),
     check=_check_post_race,
     solution=_solve_post_race,
     explanation=("Sending the list re-pickles 100,000 objects per task; the proxy sends a token, connects "
                  "and makes one round trip; the installed list sends only the index."),
     misconceptions=(
-        ({"proxy_speedup": POST_SPEEDUP, "installed_speedup": 5},
+        ({"list_task_ms": 60, "proxy_speedup": POST_SPEEDUP, "installed_speedup": 5},
          f"the post's {POST_SPEEDUP}×, measured on another machine and setting, is this run's figure"),
-        ({"proxy_speedup": 50, "installed_speedup": 1},
+        ({"list_task_ms": 60, "proxy_speedup": 50, "installed_speedup": 1},
          "a proxy sends only a small token, so it costs what a task on the installed list costs"),
-        ({"proxy_speedup": 50, "installed_speedup": 0.5},
+        ({"list_task_ms": 60, "proxy_speedup": 50, "installed_speedup": 0.5},
          "the post's fix, the Manager proxy, is the fastest way to read the list"),
-        ({"proxy_speedup": 1, "installed_speedup": 5},
+        ({"list_task_ms": 1.5, "proxy_speedup": 1, "installed_speedup": 5},
          "the list costs what its 1.4 MB of pickle cost to copy, so the proxy's round trip gains nothing"),
+        ({"list_task_ms": 18, "proxy_speedup": 12, "installed_speedup": 5},
+         "a task that carries the list pays only its pickle.dumps in the sending process"),
+        ({"list_task_ms": 40, "proxy_speedup": 27, "installed_speedup": 5},
+         "a task that carries the list pays only its pickle.loads in the worker"),
     ),
 )
 

@@ -14,6 +14,7 @@ RACE = {"every_task": 0.067, "proxy": 0.0015, "installed": 0.00025}  # fastest t
 # its two factors: the proxy 44.7× faster than the list, the installed list 6× faster than the proxy
 EARLIER = {"dumps": 0.018, "loads": 0.049, "proxy_one_read": 0.0015, "installed_task": 0.00025}  # seconds
 MEASURED = RACE | EARLIER  # what the lesson's check cell passes
+MS60 = {"list_task_ms": 60}  # a list task's time within 1.5x of the race's 67 ms
 
 
 @pytest.fixture(autouse=True)
@@ -24,15 +25,19 @@ def no_child_outlives_the_test(monkeypatch):
 
 
 @pytest.mark.parametrize("answer, hint", [
-    ({"proxy_speedup": 20, "installed_speedup": 6}, "proxy_speedup: the proxy gained more than that"),
-    ({"proxy_speedup": 100, "installed_speedup": 6}, "proxy_speedup: the proxy gained less than that"),
-    ({"proxy_speedup": 350, "installed_speedup": 6}, "not from the post's 350×"),
-    ({"proxy_speedup": 45, "installed_speedup": 2}, "the installed list gained more than that"),
-    ({"proxy_speedup": 45, "installed_speedup": 13}, "the installed list gained less than that"),
-    ({"proxy_speedup": 45, "installed_speedup": "a lot"}, "positive number"),
-    ({"proxy_speedup": True, "installed_speedup": 6}, "positive number"),
-    ({"fastest": "installed", "proxy_speedup": 45}, "answer with a dict of two numbers"),
-    ("installed", "answer with a dict of two numbers"),
+    (MS60 | {"proxy_speedup": 20, "installed_speedup": 6}, "proxy_speedup: the proxy gained more than that"),
+    (MS60 | {"proxy_speedup": 100, "installed_speedup": 6}, "proxy_speedup: the proxy gained less than that"),
+    (MS60 | {"proxy_speedup": 350, "installed_speedup": 6}, "not from the post's 350×"),
+    (MS60 | {"proxy_speedup": 45, "installed_speedup": 2}, "the installed list gained more than that"),
+    (MS60 | {"proxy_speedup": 45, "installed_speedup": 13}, "the installed list gained less than that"),
+    (MS60 | {"proxy_speedup": 45, "installed_speedup": "a lot"}, "positive number"),
+    (MS60 | {"proxy_speedup": True, "installed_speedup": 6}, "positive number"),
+    ({"fastest": "installed", "proxy_speedup": 45}, "answer with a dict of three numbers"),
+    ("installed", "answer with a dict of three numbers"),
+    ({"proxy_speedup": 45, "installed_speedup": 6}, "answer with a dict of three numbers"),
+    ({"list_task_ms": 112, "proxy_speedup": 75, "installed_speedup": 6}, "list_task_ms: .* took less"),
+    ({"list_task_ms": 40, "proxy_speedup": 27, "installed_speedup": 6}, "list_task_ms: .* took more"),
+    ({"list_task_ms": "fast", "proxy_speedup": 45, "installed_speedup": 6}, "milliseconds: a positive"),
 ])
 def test_a_wrong_prediction_fails_with_a_hint(answer, hint):
     with pytest.raises(exercises.WrongAnswer, match=hint):
@@ -47,9 +52,10 @@ def test_every_named_misconception_is_rejected(answer, misconception, monkeypatc
 @pytest.mark.parametrize("proxy_speedup, installed_speedup", [(23, 3.1), (45, 6), (89, 11.9)])
 def test_factors_within_two_and_the_worked_solution_pass(proxy_speedup, installed_speedup, monkeypatch,
                                                           capsys):
-    answer = {"proxy_speedup": proxy_speedup, "installed_speedup": installed_speedup}
+    answer = {"list_task_ms": 60, "proxy_speedup": proxy_speedup, "installed_speedup": installed_speedup}
     assert exercises.grade(EXERCISE, answer, **MEASURED) is True
-    assert EXERCISE.solution(**MEASURED) == {"proxy_speedup": pytest.approx(44.67, rel=1e-3),
+    assert EXERCISE.solution(**MEASURED) == {"list_task_ms": pytest.approx(67),
+                                             "proxy_speedup": pytest.approx(44.67, rel=1e-3),
                                              "installed_speedup": pytest.approx(6)}
     assert exercises.grade(EXERCISE, None, **MEASURED) is False  # unanswered: the question, no failure
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
@@ -66,7 +72,8 @@ def test_the_worked_solution_divides_the_earlier_times_not_the_race():
     earlier = {"dumps": 0.018, "loads": 0.0495, "proxy_one_read": 0.00122, "installed_task": 0.0000397}
     race = {"every_task": 0.070, "proxy": 0.0011, "installed": 0.000055}  # that run's race, fastest tasks
     solution = EXERCISE.solution(**race, **earlier)
-    assert solution == {"proxy_speedup": pytest.approx((0.018 + 0.0495) / 0.00122),
+    assert solution == {"list_task_ms": pytest.approx(67.5),
+                        "proxy_speedup": pytest.approx((0.018 + 0.0495) / 0.00122),
                         "installed_speedup": pytest.approx(0.00122 / 0.0000397)}
     assert EXERCISE.solution(**earlier) == solution
     assert EXERCISE.check(solution, **race, **earlier) is None
