@@ -344,7 +344,7 @@ def _zero_copy_close(medians: dict) -> Claim:
 
 
 def _disk_slower_than_tmpfs(medians: dict) -> Claim:
-    text = "memmap on disk slower than on tmpfs"
+    text = f"memmap on disk slower (≥ {SAME_WITHIN:g}×) than on tmpfs"
     if "memmap_disk" not in medians or "memmap_tmpfs" not in medians:
         return Claim(text, None, "one of the two memmaps did not run")
     factor = medians["memmap_disk"] / medians["memmap_tmpfs"]
@@ -497,9 +497,25 @@ def _disk_or_tmpfs(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
     if any(f < 1 / SAME_WITHIN for f in factors):
         text += ": lesson 06 counted fewer page faults per read there"
     factor = here.claims[2].factor
-    agrees = (factor >= SAME_WITHIN) == (statistics.median(factors) >= SAME_WITHIN)
-    return (f"{text}. This run: {_factor(factor)}×, "
-            f"{_this_run_against(here.claims[2], noisy[2], agrees)}.")
+    text += (f". This run: disk took {_factor(factor)}× tmpfs's time ({_disk_direction(factor)}, "
+             f"{'at or over' if factor >= SAME_WITHIN else 'under'} the {SAME_WITHIN:g}× threshold)")
+    twins = [c for c in references if c.size_bytes == here.size_bytes]
+    if twins:  # verdicts and directions compared with the reference at this run's size
+        there = twins[0].claims[2].factor
+        same = (there >= SAME_WITHIN) == (factor >= SAME_WITHIN)
+        text += (f": {'the same verdict as' if same else 'the opposite verdict to'} the reference's "
+                 f"{_factor(there)}× at this size, "
+                 + ("the same" if _disk_direction(there) == _disk_direction(factor) else "the other")
+                 + " direction")
+    else:
+        agrees = (factor >= SAME_WITHIN) == (statistics.median(factors) >= SAME_WITHIN)
+        text += f", {_this_run_against(here.claims[2], noisy[2], agrees)}"
+    return text + (f" ({WITHIN_NOISE})" if noisy[2] else "") + "."
+
+
+def _disk_direction(factor: float) -> str:
+    """Which memmap was faster, at the precision ``_factor`` prints."""
+    return "as fast" if _factor(factor) == "1.00" else "slower" if factor > 1 else "faster"
 
 
 def _slowest_of_zero_copy(column: ClaimColumn) -> str | None:
@@ -529,9 +545,8 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
     behind = _close_behind(here, slowest) if set(slowest_there.values()) == {slowest} else None
     if behind is not None:
         there = [c for c in references if behind in c.medians]
-        text += f"; `{behind}` came close here: " + (
-            f"a fixed cost per task (there {_times_fastest(there, behind)}, falling with size)"
-            if _falls(there, behind) else f"there {_times_fastest(there, behind)}")
+        text += f"; `{behind}` there: {_times_fastest(there, behind)}" + (
+            ", falling with size (a fixed cost per task)" if _falls(there, behind) else "")
     if here.claims[1].holds and noisy[1]:
         how = f"within noise, so no verdict; slowest here: `{slowest}`"
     elif here.claims[1].holds:
@@ -555,7 +570,7 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         else:
             how += f", {_this_run_against(here.claims[1], noisy[1], slowest in failed)}"
     if behind is not None:
-        how += f"; `{behind}` {_times_fastest([here], behind)}"
+        how += f"; `{behind}` came close ({_times_fastest([here], behind)})"
     return f"{text}. This run: {_factor(here.claims[1].factor)}×, {how}."
 
 
@@ -634,7 +649,7 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
         joined = "and" if how == "was slower" else "but"
         read_only += f" {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a))"
         if everywhere:
-            read_only += (" and in the reference at every size (section 5 says why): choose the segment to "
+            read_only += (" and in the reference at every size: choose the segment to "
                           "attach by name, not for speed; `sharedctypes`")
         else:
             read_only += f" {joined}"
@@ -884,7 +899,8 @@ COPY_PER_TASK = ("pickle", "manager", "executor", "reducer_torch", "reducer_shar
 
 
 # What a way that does not copy per task does instead, when its fan-out is among the slowest.
-NOT_PER_TASK = {"joblib": "copies it once per call",
+NOT_PER_TASK = {"joblib": ("copies it once per call, inside the timed call (the other sharing ways copy in "
+                           "setup, untimed)"),
                 "memmap_disk": "copies nothing per task but maps the file afresh in every task",
                 "memmap_tmpfs": ("copies nothing per task, with more page faults per read than disk "
                                  "(lesson 06)"),
@@ -1003,7 +1019,8 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
         times = min(fan[name] for name in ahead) / fan[top_other]
         how = "per read" if ahead == ["manager"] else "per task" + or_per_read(ahead)
         sentences.append(f"{listed(ahead)}, which {_verb(ahead, 'copies', 'copy')} the array {how}, took "
-                         f"at least {_at_least(times)}× as long as any way that does not copy per task")
+                         f"{_factor(times)}× as long as `{top_other}`, the slowest way that does not copy "
+                         "per task, or longer")
     said_after: set[str] = set()  # the caveat on ray_by_value's pages, said once
     for name in above[:2]:  # the two slowest, each with what it does; the rest named after them
         beaten = [p for p in behind if slower(name, p)]

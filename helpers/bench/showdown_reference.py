@@ -225,6 +225,16 @@ def _far_off(ratios: dict[str, float], median: float) -> str:
     return f"; rerun before you read {high}, {format_ratio(ratios[high] / median)}× the median"
 
 
+def _orders_kept(results: Sequence, reference: Reference) -> str:
+    """'of the 40 pairs of fan-outs 2× or more apart here, 38 are in the same order there'."""
+    here = {r.name: r.fan_out.median for r in results
+            if r.fan_out is not None and reference.fan_out.get(r.name)}
+    apart = [(a, b) for a in here for b in here if here[a] >= 2 * here[b]]
+    kept = sum(reference.fan_out[a] > reference.fan_out[b] for a, b in apart)
+    return (f"of the {len(apart)} pairs of fan-outs 2× or more apart here, "
+            f"{'all' if kept == len(apart) else kept} {'are' if kept != 1 else 'is'} in the same order there")
+
+
 def _row_seconds(name: str, pair: tuple[float, float]) -> str:
     return f"{name}: {format_seconds(pair[0])} here, {format_seconds(pair[1])} there"
 
@@ -259,12 +269,12 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
     there = format_seconds(reference.floor_warm_s)
     if speed >= 1 and median > 1:  # fixed costs sped up less than copying: every ratio reads higher here
         return (f"This run's machine copies {factor}× faster than the reference's (floor (a): "
-                f"{format_seconds(warm)} here, {here}, this run's machine, not in the README's table; "
-                f"{there} there, {_where(reference)}, the README's machine table); its start-ups and "
+                f"{format_seconds(warm)} here; {there} on the README's machine, {_where(reference)}); its "
+                "start-ups and "
                 f"messages sped up less, so ratios here run higher "
                 f"({format_ratio(median)}× the reference's at the median, {format_ratio(ratios[low])}× "
-                f"({low}) to {format_ratio(ratios[high])}× ({high})). Compare the order of rows 2× or "
-                "more apart, not their ratios" + _far_off(ratios, median) + ".")
+                f"({low}) to {format_ratio(ratios[high])}× ({high})). Compare orders, not ratios: "
+                + _orders_kept(results, reference) + _far_off(ratios, median) + ".")
     text = (f"Floor (a): {format_seconds(warm)} in this run ({here}), {there} in the reference "
             f"({_where(reference)}, README's machine table): this run's machine copies "
             f"{factor}× {'faster' if speed >= 1 else 'slower'}. A row that only copies would read 1× here "
