@@ -509,6 +509,10 @@ POST_SPEEDUP = 350  # the ratio of the post's times (38.7 s / 0.111 s): its prox
 # off sections 2 and 3 and the pickling times passes.
 FACTOR_WINDOW = 2
 FACTORS = ("proxy_speedup", "installed_speedup")  # the exercise's two factors
+# The installed list's factor divides by a task under a millisecond, which varies about 2x between
+# runs (section 2's fastest installed tasks): within 3, so the worked solution, read off section 2,
+# passes on every run, while "no faster than the proxy" (1) and "slower" (0.5) still fail.
+WINDOWS = {"proxy_speedup": FACTOR_WINDOW, "installed_speedup": 3}
 LIST_TASK = "list_task_ms"  # and a list task's time in milliseconds: the answer is a dict of these three
 LIST_WINDOW = 1.5  # the list task's time within this factor of the race's
 
@@ -570,7 +574,7 @@ _HINTS = {
 
 def _check_post_race(answer, every_task: float, proxy: float, installed: float,
                      **_earlier: float) -> str | None:
-    """Each factor within ``FACTOR_WINDOW`` of the race's (its fastest tasks, seconds); the earlier
+    """Each factor within its ``WINDOWS`` factor of the race's (its fastest tasks, seconds); the earlier
     times the worked solution divides are not used here."""
     if not isinstance(answer, dict) or set(answer) != {*FACTORS, LIST_TASK}:
         return f'answer with a dict of three numbers: {ANSWER_FORM}'
@@ -579,10 +583,10 @@ def _check_post_race(answer, every_task: float, proxy: float, installed: float,
         guess, factor = answer[name], measured[name]
         if isinstance(guess, bool) or not isinstance(guess, int | float) or guess <= 0:
             return f"{name} is how many times faster, per task: a positive number"
-        if not factor / FACTOR_WINDOW <= guess <= FACTOR_WINDOW * factor:
+        if not factor / WINDOWS[name] <= guess <= WINDOWS[name] * factor:
             side = "more" if guess < factor else "less"
             return (f"{name}: {_FASTER[name]} gained {side} than that here, by over a factor of "
-                    f"{FACTOR_WINDOW}: {_HINTS[name]}")
+                    f"{WINDOWS[name]}: {_HINTS[name]}")
     guess, list_ms = answer[LIST_TASK], 1000 * every_task
     if isinstance(guess, bool) or not isinstance(guess, int | float) or guess <= 0:
         return f"{LIST_TASK} is a task's time in milliseconds: a positive number"
@@ -600,9 +604,9 @@ EXERCISE = Exercise(
     name="the Keras post's race",
     question=(f"with the post's list of {POST_ITEMS:,} small tuples and one item read per task, how many "
               "times faster per task is the proxy than sending the list with every task, and how many "
-              "times faster again is the list installed once per worker than the proxy (each within a "
-              f"factor of {FACTOR_WINDOW}), and how many milliseconds does a task that carries the list take "
-              f"(within {LIST_WINDOW}×)? answer = {ANSWER_FORM}"),
+              "times faster again is the list installed once per worker than the proxy (within "
+              f"{WINDOWS['proxy_speedup']}× and {WINDOWS['installed_speedup']}×), and how many milliseconds "
+              f"does a task that carries the list take (within {LIST_WINDOW}×)? answer = {ANSWER_FORM}"),
     check=_check_post_race,
     solution=_solve_post_race,
     explanation=("Sending the list re-pickles 100,000 objects per task; the proxy sends a token, connects "
