@@ -25,7 +25,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from helpers.bench import cluster_suite, own_task, report, strategies_suite, targets, task_array, task_suite
+from helpers.bench import (
+    cluster_local,
+    cluster_suite,
+    own_task,
+    report,
+    strategies_suite,
+    targets,
+    task_array,
+    task_suite,
+)
 from helpers.bench import transport_suite as transport
 from helpers.bench.cluster_measure import ClusterError
 from helpers.measure import config, copy_floors, leftovers, system
@@ -254,12 +263,12 @@ def _clean_after_interrupt() -> None:
             path.unlink(missing_ok=True)
 
 
-def _end_children_left_running(grace_s: float = 1.0, kill_after_s: float = 5.0) -> None:
+def _end_children_left_running(grace_s: float = 1.0) -> None:
     """End every child process still running once the ``with`` blocks have closed: a worker whose
     start Ctrl-C interrupted belongs to no pool any more. Left alone, it would still be reading its
     start-up pickle when this process exits, and exit removes the pool's semaphores before it joins
     children, so the child would print a FileNotFoundError traceback after our last line. Each gets
-    ``grace_s`` seconds to end itself, then SIGTERM, then SIGKILL after ``kill_after_s``.
+    ``grace_s`` seconds to end itself, then ``cluster_local.end_processes`` (SIGTERM, then SIGKILL).
     multiprocessing's resource tracker and forkserver are left running: they end when we do, the
     tracker after removing what it tracks."""
     import psutil
@@ -273,12 +282,7 @@ def _end_children_left_running(grace_s: float = 1.0, kill_after_s: float = 5.0) 
 
     children = [child for child in psutil.Process().children() if is_ours_to_end(child)]
     _, alive = psutil.wait_procs(children, timeout=grace_s)
-    for child in alive:
-        child.terminate()
-    _, alive = psutil.wait_procs(alive, timeout=kill_after_s)
-    for child in alive:
-        child.kill()
-    psutil.wait_procs(alive, timeout=kill_after_s)
+    cluster_local.end_processes(alive)
 
 
 def _check_input(args: argparse.Namespace, suite: str) -> tuple[list[int], list[str], dict | None]:
