@@ -395,6 +395,12 @@ def section_2_checks(least: Mapping[str, int], most: Mapping[str, int], rows_par
     }
 
 
+SECTION_2_HOLDS = ("per worker, iterating made at least 0.75 of the rows' footprint private, frozen or "
+                   "not; the rows added 0.3 to 0.75 of it to a collection, and a collection with them "
+                   "freed un-shared over twice a frozen one's; a frozen collection un-shared at most 1/4 "
+                   "of an unfrozen one's")
+"""``section_2_checks``' bounds in words, for the lesson to show collapsed after its exercise."""
+
 EXERCISE_TOLERANCE = 0.25  # of the rows' footprint: how far a prediction may be from this run's figure
 
 

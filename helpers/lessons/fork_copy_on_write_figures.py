@@ -77,6 +77,13 @@ def plot_fork_phases(report, phases: Mapping[str, FanOut]):
         for ax, measure in ((left, "rss"), (right, "pss")):
             ax.plot(at, sum(getattr(m, measure) for m in fan.held.values()) / MiB, "r*", markersize=12,
                     label="direct read, tree" if label == next(iter(phases)) else None)
+    for ax in (left, right):  # a phase's workers overlap: the first drawn wide, the others dashed over it
+        for line in ax.get_lines():
+            if line.get_label().endswith(" worker 1"):
+                line.set_linewidth(3)
+                line.set_alpha(0.6)
+            elif " worker " in line.get_label():
+                line.set_linestyle("--")
     for ax in (left, right):  # below the axes: inside, it would hide the idle workers' lines
         for line in ax.get_lines():  # no segment is made here: a flat /dev/shm line says nothing
             if line.get_label().startswith("/dev/shm") and len(set(line.get_ydata())) <= 1:
@@ -107,15 +114,16 @@ def plot_start_methods(jobs: Mapping[str, FanOut], seconds: Mapping[str, float],
 def plot_collections(rows_lists: float, kernel: float, frozen: float, list_objects: float):
     """What one ``gc.collect()`` made private in a forked worker (bytes, means over workers), as bars
     in MiB: with the rows, stacked as the rows' lists (``rows_lists``, beyond a collection with the
-    rows freed) and the kernel's own objects (``kernel``, that collection); with the rows freed; after
-    ``gc.freeze()`` (``frozen``). A dashed line at ``list_objects``, the pages of the rows' list
+    rows freed) and the notebook process's own objects (``kernel``, that collection); with the rows
+    freed; after ``gc.freeze()`` (``frozen``). A dashed line at ``list_objects``, the pages of the rows' list
     objects themselves; the figure."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 2.8), layout="constrained")
     names = ["gc.collect()", "gc.collect(), rows freed", "gc.collect(), gc.freeze()"]
     ax.barh(names[0], rows_lists / MiB, color="tab:blue", label="the rows' lists")
-    ax.barh(names[0], kernel / MiB, left=rows_lists / MiB, color="tab:gray", label="the kernel's own objects")
+    ax.barh(names[0], kernel / MiB, left=rows_lists / MiB, color="tab:gray",
+            label="the notebook's own objects")
     ax.barh(names[1], kernel / MiB, color="tab:gray")
     ax.barh(names[2], frozen / MiB, color="tab:green", label="gc.collect() after gc.freeze()")
     ax.axvline(list_objects / MiB, color="tab:red", linestyle="--",
