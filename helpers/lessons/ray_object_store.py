@@ -227,7 +227,8 @@ def zeroed_in_a_copy(ref, threshold: float = 0.5, node=None) -> int:
 
 
 def dtype_variants(n_bytes: int) -> dict[str, np.ndarray]:
-    """Arrays of about ``n_bytes`` each, random data: plain float64, a structured array of plain
+    """Arrays of about ``n_bytes`` each, random data: plain float64, a strided view of float64 (every
+    second element: not contiguous, so NumPy pickles its elements in band), a structured array of plain
     fields, the same as ``np.recarray``, a structured array with a datetime64 field, datetime64; then
     the fix for the two that cannot cross out of band, each viewed as a plain ``ndarray``: the
     recarray's ``.view(np.ndarray)`` and the datetime64's ``.view("i8")`` (a task can view them back)."""
@@ -243,6 +244,7 @@ def dtype_variants(n_bytes: int) -> dict[str, np.ndarray]:
     records = fields.view(np.recarray)
     return {
         "float64": plain,
+        "float64[::2] (strided)": rng.random(n * 4)[::2],
         "structured (f8, i8)": fields,
         "np.recarray (f8, i8)": records,
         "structured with datetime64": stamped,

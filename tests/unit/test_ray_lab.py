@@ -254,6 +254,8 @@ class TestOneNode:
         assert len({row["bytes"] for row in rows.values()}) == 1  # every row the same size
         recarray = rows["np.recarray (f8, i8)"]
         assert recarray["type"] == "recarray" and recarray["writeable"]
+        strided = rows["float64[::2] (strided)"]  # not contiguous: pickled in band, a copy per reader
+        assert not strided["out_of_band_buffers"] and not strided["in_object_store"] and strided["writeable"]
         assert {name for name, row in rows.items() if row["out_of_band_buffers"]} == zero_copy
 
     def test_a_second_session_in_the_same_process_is_refused_before_starting_anything(self, session):
