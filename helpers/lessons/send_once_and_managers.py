@@ -25,10 +25,12 @@ import os
 import pickle
 import sys
 import time
+import tracemalloc
 import types
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
@@ -540,6 +542,24 @@ def seconds_to_unpickle(payload: bytes, repeat: int = 3) -> float:
     return min(runs)
 
 
+def pickling_peak(obj) -> tuple[int, int]:
+    """(bytes of ``ForkingPickler.dumps(obj)``, the most bytes Python held at once while making it,
+    above what it held before), by ``tracemalloc``: what a task's pickling asks of the sending
+    process at its peak (the pickler's buffers as well as the pickle it returns)."""
+    if tracemalloc.is_tracing():
+        raise RuntimeError("tracemalloc is already tracing: its peak would mix in other allocations")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        payload = ForkingPickler.dumps(obj)
+        peak = tracemalloc.get_traced_memory()[1] - before
+        size = len(payload)
+        del payload
+    finally:
+        tracemalloc.stop()
+    return size, peak
+
+
 def race_factors(every_task: float, proxy: float, installed: float) -> dict[str, float]:
     """The race's two factors, from its fastest tasks (seconds): the proxy over the list sent with
     every task, the installed list over the proxy (each: how many times faster per task)."""
@@ -551,9 +571,9 @@ def _solve_post_race(dumps: float, loads: float, proxy_one_read: float, installe
     """The worked solution, from times the lesson measured before the race (seconds): the list sent
     with a task costs about its ``pickle.dumps`` here plus its ``pickle.loads`` in a worker; a task
     with the proxy, the fastest task sent a proxy of the post's tuples and reading one; a task on the
-    installed list, section 2's fastest task on the installed object (the notebook passes the median
-    of its three sizes' fastest: the fastest of one size wanders with the machine's load). The
-    race's own times are not used."""
+    installed list, section 2's fastest task on the installed object (the notebook passes the fastest
+    over its three sizes, a fastest of many tasks like the race's own figure). The race's own times
+    are not used."""
     return race_factors(dumps + loads, proxy_one_read, installed_task) | {LIST_TASK: 1000 * (dumps + loads)}
 
 

@@ -3,6 +3,7 @@ installing, proxies, timing."""
 
 import multiprocessing as mp
 import pickle
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -249,3 +250,16 @@ def test_the_memory_plot_draws_a_peak_seen_in_rss_only():
     tree = next(line for line in fig.axes[0].lines if line.get_label() == "tree PSS")
     assert max(tree.get_ydata()) == 350
     plt.close(fig)
+
+
+def test_pickling_peak_counts_the_pickle_and_stops_tracing(sequence):
+    size, peak = send_once_and_managers.pickling_peak((sequence, 0))
+    assert size >= MiB // 4  # the sequence's 256 KiB of items travel in it
+    assert peak >= size
+    assert not tracemalloc.is_tracing()
+    tracemalloc.start()
+    try:
+        with pytest.raises(RuntimeError, match="already tracing"):
+            send_once_and_managers.pickling_peak((sequence, 0))
+    finally:
+        tracemalloc.stop()
