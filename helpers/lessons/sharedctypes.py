@@ -17,7 +17,6 @@ import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from multiprocessing.sharedctypes import SynchronizedBase
 
 import numpy as np
 
@@ -35,7 +34,7 @@ _worker: dict[str, object] = {}
 def as_array(shared, dtype=None) -> np.ndarray:
     """A NumPy view (no copy) of a ``RawArray``, or of the array inside an ``Array(lock=True)``,
     of the ctypes element type ('d' -> float64) unless ``dtype`` is given; it keeps the memory alive."""
-    raw = shared.get_obj() if isinstance(shared, SynchronizedBase) else shared
+    raw = shared.get_obj() if hasattr(shared, "get_obj") else shared  # a locked Array: the array inside
     return np.frombuffer(raw, dtype=np.dtype(raw._type_) if dtype is None else dtype)
 
 
