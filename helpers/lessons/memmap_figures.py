@@ -221,7 +221,7 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
             f"**Counted.** One warm read of the whole file took {faults['disk']:,} page faults on disk and "
             f"{faults['tmpfs']:,} on tmpfs. A read fault maps up to 16 neighbouring pages at once "
             f"(*fault-around*). {tmpfs}. The disk's page cache keeps this file in larger blocks (*folios*): "
-            f"one fault per {format_bytes(per_fault['disk'])}. " + timing
+            f"on average one fault per {format_bytes(per_fault['disk'])}. " + timing
             + (fault_cost(second_sums, in_ram) if slower > 1.1
                else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
@@ -273,7 +273,7 @@ def describe_temp_folder_experiment(roots: Mapping[str, Path], ours: Path, array
             "The workers loky starts for a call take its `temp_folder=` and keep it: kept workers ignored a "
             "new one (call 1) and kept theirs when nothing was asked (call 4; joblib issue "
             "[#1373](https://github.com/joblib/joblib/issues/1373)). `JOBLIB_TEMP_FOLDER` reached even kept "
-            "workers (call 2). The experiment then ends its workers: later calls follow joblib's rule."
+            "workers (call 2)."
             "\n</details>")
 
 
