@@ -167,6 +167,26 @@ def format_round_trips(rows: list[dict], size_bytes: int) -> str:
     return "\n".join(lines)
 
 
+def format_medians_by_size(rows: list[dict]) -> str:
+    """A compact text table of the warm medians at every size measured: one line per way and place,
+    one column per size, the two floors' medians first (the figures section 3's sentences quote)."""
+    sizes = sorted({row["size_bytes"] for row in rows})
+    by_key = {(row["how"], row["where"], row["size_bytes"]): row for row in rows}
+    floors = {row["size_bytes"]: row for row in rows}
+    lines = [f"{'warm median':<35}" + "".join(f"{format_bytes(size):>10}" for size in sizes),
+             f"{'floor (a) warm copy':<35}" + "".join(f"{format_seconds(floors[size]['warm_floor_s']):>10}"
+                                                       for size in sizes),
+             f"{'floor (b) copy into a new segment':<35}"
+             + "".join(f"{format_seconds(floors[size]['fresh_floor_s']):>10}" for size in sizes)]
+    for how, label in LABELS.items():
+        for where in ("local", "remote"):
+            if all((how, where, size) in by_key for size in sizes):
+                lines.append(f"{label + ', ' + where:<35}"
+                             + "".join(f"{format_seconds(by_key[how, where, size]['median_s']):>10}"
+                                       for size in sizes))
+    return "\n".join(lines)
+
+
 def plot_round_trips(rows: list[dict], axes) -> None:
     """Median warm round trip against size, log-log, one line per way, floors (a) and (b) dashed:
     local round trips on ``axes[0]``, remote ones on ``axes[1]``."""

@@ -68,7 +68,8 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
     pickle_cost = ("The pickle's two copies and its own work cost "
                    + (f"{pickle_over('a', reused)} while `malloc` reuses freed memory; from "
                       f"{format_bytes(mmap_threshold)} up, [glibc's `malloc`](https://man7.org/linux/man-pages/"
-                      f"man3/mallopt.3.html) gives each new buffer fresh pages from the kernel: "
+                      f"man3/mallopt.3.html) gives each new buffer fresh pages from the kernel, "
+                      "so we compare with (b), the nearest floor here: "
                       f"{pickle_over('b', new_pages)}." if new_pages and reused
                       else f"{pickle_over('a', sizes)}."))
     remote_floor = "b" if largest >= mmap_threshold else "a"
@@ -87,7 +88,7 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
         "once it is large; torch's private-array trip (orange) follows floor (b) (dotted: a new segment); "
         "the torch-free one (red), warm, nears (a) as the array grows; the already-shared lines "
         f"(green, purple) grow at most {spread}× over the {largest / smallest:.0f}× sweep, the pickle's "
-        f"{format_ratio(pickle_growth)}× or more.\n\n**Conclusion.** "
+        f"{int(pickle_growth)}× or more.\n\n**Conclusion.** "
         + (f"Locally a pickle beat torch's private-array trip at "
            f"{' and '.join(map(format_bytes, pickle_first))}: a new storage costs floor (b). " if pickle_first
            else "")

@@ -32,7 +32,7 @@ def test_the_round_trips_paragraph_says_what_the_table_says():
     assert "Locally a pickle beat torch's private-array trip at 2 MiB and 64 MiB" in said
     assert "beat the pickle at every size (at 2 MiB: pickle 30 ms; private array: torch 21 ms" in said
     assert "two copies and its own work cost 3.5× (a) at 2 MiB while `malloc` reuses" in said  # 7 ms / 2 ms
-    assert "fresh pages from the kernel: 0.20× (b) at 64 MiB." in said  # 130 ms / 640 ms
+    assert "the nearest floor here: 0.20× (b) at 64 MiB." in said  # 130 ms / 640 ms
     assert "torch-free 3 ms), and an array already shared beat every other trip at every size." in said
     assert ("Through a worker the pickle took 0.62× (b) at 64 MiB: two pickles, two unpickles and "
             "2 × 64 MiB through the pipe.") in said  # 400 ms / 640 ms

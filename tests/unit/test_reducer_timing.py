@@ -123,6 +123,18 @@ def test_the_round_trip_table_gives_the_cold_call_over_floor_b():
     assert lines[1].split()[-4:] == ["(b)", "cold", "÷", "(b)"] and lines[2].endswith("0.90×"), lines
 
 
+def test_the_medians_table_has_a_column_per_size_and_the_floors_first():
+    rows = [{"how": "pickle", "where": where, "size_bytes": size, "first_s": 0.09, "median_s": seconds,
+             "runs_s": [seconds], "ratio_to_warm_floor": 1.0, "ratio_to_fresh_floor": 0.1,
+             "warm_floor_s": 0.001 * size / MiB, "fresh_floor_s": 0.01 * size / MiB}
+            for where, seconds in (("local", 0.02), ("remote", 0.05)) for size in (MiB, 4 * MiB)]
+    lines = pickler_reductions_torch.format_medians_by_size(rows).splitlines()
+    assert lines[0].split()[-4:] == ["1", "MiB", "4", "MiB"], lines
+    assert lines[1].endswith("1 ms      4 ms") and lines[2].endswith("10 ms     40 ms"), lines
+    assert lines[3].startswith("stdlib pickle, local") and lines[4].endswith("50 ms     50 ms"), lines
+    assert len(lines) == 5
+
+
 def test_segment_names_are_left_out_of_a_message():
     message = "gone: segment 'sal_10173_ns1ulajuk_lbbm9a2q8w' no longer exists. Receive it first."
     assert pickler_reductions_torch.without_segment_names(message) == (
