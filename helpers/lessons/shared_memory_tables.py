@@ -150,40 +150,44 @@ POST_WORKERS = 4  # the post's pool: cpu_count() on its dual-core, four-thread l
 
 def post_versions(fan_outs: TableFanOuts, n_workers: int) -> str:
     """Markdown on the shared-memory post's factor of about 100, from the fan-outs' times per row (a
-    call's fixed cost set aside): its first version (text as objects, our strings way) against a new
+    call's fixed cost set aside): its first version (text as objects, our objects way) against a new
     segment (the post made one per run), as a table of factors: what pickling itself costs, what the
-    strings add, what tracemalloc tracing added, as the post timed it, and all together; then what
+    objects add, what tracemalloc tracing added, as the post timed it, and all together; then what
     differs between our setting and the post's (``n_workers``: ours)."""
     per_row = fan_outs.per_row
     factors = [("pickling fixed-width bytes / a new segment", per_row(PICKLED_BYTES) / per_row(SHARED)),
-               ("Python strings / fixed-width bytes", per_row(PICKLED_OBJECTS) / per_row(PICKLED_BYTES))]
+               ("text as Python objects / fixed-width bytes",
+                per_row(PICKLED_OBJECTS) / per_row(PICKLED_BYTES))]
     if PICKLED_OBJECTS_TRACED in fan_outs.timings:
         factors.append(("tracemalloc on / off", per_row(PICKLED_OBJECTS_TRACED) / per_row(PICKLED_OBJECTS)))
     total = float(np.prod([factor for _, factor in factors]))
     verdict = ("more than" if total >= POST_FACTOR else "near" if total >= POST_FACTOR / 3
                else "short of")
     rows = [f"| {name} | {about(factor)}× |" for name, factor in factors]
+    answer = (f"Shared memory's own gain is the first factor, {about(factors[0][1])}×; "
+              + " and ".join(f"{what} ({about(factor)}×)" for what, factor in zip(
+                  ("the text as objects", "tracemalloc"), [f for _, f in factors[1:]], strict=False))
+              + f" make the rest of the {about(total)}×. ")
+    start_up = "likely timed start-up we set aside (which pulls a ratio toward 1)"
     if n_workers < POST_WORKERS:  # the post pickled the table once a worker, and copied it once in all
         more = POST_WORKERS / n_workers
-        times_more = ("about doubles the first factor" if more == 2
-                      else f"multiplies the first factor by about {about(more)}")
-        setting = (f"The post ran {POST_WORKERS} workers, which {times_more}, and its times "
-                   "likely include start-up (a manager, spawned interpreters) that we set aside. ")
+        times_more = ("about doubling the first factor" if more == 2
+                      else f"multiplying the first factor by about {about(more)}")
+        setting = f"The post ran {POST_WORKERS} workers ({times_more}) and {start_up}"
     else:
-        setting = ("The post's times likely include start-up (a manager, spawned interpreters) that we "
-                   "set aside. ")
-    setting += ("So our factors account for a gap of this size; they don't reproduce its exact 100×."
-                if total >= POST_FACTOR / 3 else "So our factors fall short of a gap of this size.")
+        setting = f"The post {start_up}"
+    setting += (": our factors show where such a factor comes from, not its exact 100×."
+                if total >= POST_FACTOR / 3 else ": our factors fall short of a gap of this size.")
     ours = f"S{table_dtype('bytes')['ticker'].itemsize}"
     return "\n".join([
         f"**The post's 100×.** Its code today (`'S6'`; ours is `'{ours}'`) is our bytes row; its "
-        "first version, whose figures it reports, our strings row, timed with tracemalloc on (which records "
+        "first version, whose figures it reports, our objects row, timed with tracemalloc on (which records "
         "every allocation: a pickled string is one per row). Per row, a call's fixed cost set aside, against "
         "a new segment (the post creates its segment inside the timed call):",
         "", "| factor, per row | this run |", "|---|---|", *rows,
         f"| all together, with our {n_workers} workers | **{about(total)}×**, {verdict} the post's 100× |",
         "",
-        setting])
+        answer + setting])
 
 
 @dataclass(frozen=True)
