@@ -34,7 +34,9 @@ from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.memory import GLIBC_MMAP_THRESHOLD_MAX, MemoryReport, track_memory
 from helpers.measure.timing import Timing, rotated, stopwatch, time_it
 from sharedarrays.executor import SharedMemoryExecutor
+from sharedarrays.segment_pool import HEADER_BYTES
 from sharedarrays.shm import SharedNDArray, handle_of, process_alive
+from sharedarrays.transit import copy_as_unpickled
 
 CHILD_TIMEOUT_SECONDS = 60.0
 
@@ -182,19 +184,38 @@ def time_new_results(executor, array: np.ndarray, repeat: int = 5, warmup: int =
     return time_it(round_trip, repeat=repeat, warmup=warmup)
 
 
-def time_first_calls(executor, array: np.ndarray, repeat: int = 3) -> Timing:
+def time_first_calls(executor, array: np.ndarray, repeat: int = 3, segments: list | None = None) -> Timing:
     """Seconds of ``repeat`` first calls of ``submit(echo, array).result()``: before each (untimed) the
-    pool unlinks its idle segments, so each call makes a new segment, as a size's first call does."""
+    pool unlinks its idle segments, so each call makes a new segment, as a size's first call does.
+    With ``segments`` (a list), each call is followed, the pool emptied again, by that segment alone:
+    the pool's new segment leased, the array copied in as the executor copies it, and given back
+    (no worker, no message); its seconds are appended to ``segments``."""
     pool = executor.segment_pool
     created, firsts = pool.created, []
-    for _ in range(repeat):
+
+    def emptied() -> None:
         pool.collect()  # file the segment the last call gave back as idle
         pool.make_room(sys.maxsize)  # then unlink every idle segment
+
+    def segment_alone() -> None:
+        lease = pool.lease(array.nbytes)
+        root = np.frombuffer(lease.shared.mapped_buffer(), np.uint8)
+        copy_as_unpickled(array, root, HEADER_BYTES, lease.name)
+        pool.give_back(lease)
+
+    for _ in range(repeat):
+        emptied()
         with stopwatch() as first:
             executor.submit(workers.echo, array).result()
         firsts.append(first.seconds)
-    if pool.created - created != repeat:
-        raise RuntimeError(f"{pool.created - created} of {repeat} first calls made a new segment")
+        if segments is not None:
+            emptied()
+            with stopwatch() as alone:
+                segment_alone()
+            segments.append(alone.seconds)
+    expected = repeat * (1 if segments is None else 2)
+    if pool.created - created != expected:
+        raise RuntimeError(f"{pool.created - created} of {expected} first calls and lone segments were new")
     return Timing(tuple(firsts))
 
 

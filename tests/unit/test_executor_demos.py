@@ -79,10 +79,11 @@ def test_each_first_call_makes_a_new_segment_and_the_parts_of_a_new_result_are_t
     array = random_array(2 * MiB)
     with SharedMemoryExecutor(1, SPAWN) as ours:
         ours.submit(workers.echo, array).result()  # a warm segment the first calls must not reuse
-        firsts = shared_memory_executor.time_first_calls(ours, array, repeat=2)
-        assert ours.segment_pool.created == 3
+        alone = []
+        firsts = shared_memory_executor.time_first_calls(ours, array, repeat=2, segments=alone)
+        assert ours.segment_pool.created == 5  # a new segment for each call and each lone segment
         parts = shared_memory_executor.time_new_result_parts(ours, array, repeat=2)
-    assert len(firsts.runs) == 2 and firsts.min > 0
+    assert len(firsts.runs) == 2 and firsts.min > 0 and len(alone) == 2 and min(alone) > 0
     assert all(len(timing.runs) == 2 for timing in parts) and parts.read.min > 0 and parts.read_shared.min > 0
 
 
