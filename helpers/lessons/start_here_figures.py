@@ -97,6 +97,12 @@ def plot_who_counts(growth: Mapping[str, float], array_bytes: int, n_workers: in
     return ax.figure
 
 
+def who_counts_markdown(growth: Mapping[str, float], array_bytes: int, n_workers: int) -> str:
+    """``plot_who_counts``'s figure as Markdown, so that ``exercises.reveal`` can show it collapsed."""
+    return plots.figure_as_markdown(plot_who_counts(growth, array_bytes, n_workers),
+                                    "What each tool says the tree grew by, against one array")
+
+
 def plot_floors(floors: Mapping[str, object], array_bytes: int):
     """The speed of each copy in ``floors`` (label -> its ``Timing``; GiB/s from the median); the figure."""
     ax = plot_bars({label: array_bytes / floor.median / GiB for label, floor in floors.items()},

@@ -219,3 +219,14 @@ def test_the_by_kind_table_names_anonymous_pages_and_prints_small_growth_as_abou
     assert lines[4].startswith("PSS of shared memory") and lines[4].endswith("(1.00 arrays)"), lines
     assert not any("-" in line for line in lines[:6]), lines
     assert lines[6].startswith("~0: under 5% of an array (here at most 512 KiB, either way)"), lines
+
+
+@pytest.mark.parametrize("name, counted, holds", [
+    ("PSS sum", 1.02, True), ("PSS sum", 3.0, False), ("PSS sum", 0.5, False),
+    ("RSS sum", 3.01, True), ("RSS sum", 1.0, False),
+    ("USS sum", 0.01, True), ("USS sum", 1.0, False),
+    ("tracemalloc", 0.0, True), ("tracemalloc", 1.0, False),
+    ("/dev/shm", 1.0, True), ("/dev/shm", 0.0, False),
+])
+def test_the_check_cell_holds_a_count_near_the_worked_solution_only(name, counted, holds):
+    assert start_here.as_solved({name: counted}, name, 3) is holds
