@@ -154,7 +154,8 @@ GUIDE: dict[str, dict[str, Cell]] = {
         "object_dtype": _c("no: a child crashed (SIGSEGV); helpers refuse it", "07", short="no (crashes)"),
     },
     "executor": {
-        "writable": _c("private args copied per task; SharedNDArray args shared", "08", short="private copy"),
+        "writable": _c("private args copied per task; SharedNDArray args shared", "08",
+                       short="private; `SharedNDArray` shared"),
         "start_methods": _c("any", "08", short="any"),
         "os": _c("Linux (tested); macOS simulated, not run (the library's platform table): /dev/shm and "
                  "posix_fallocate missing elsewhere give a clear error", "08",

@@ -449,18 +449,17 @@ def claims_markdown(columns: Sequence[ClaimColumn]) -> str:
 
 
 def blog_timings_markdown(results: Sequence) -> str:
-    """A Markdown table, one row per way the blog timed: its milliseconds and their multiple of its
-    fastest way, beside this run's fan-out as a multiple of this run's fastest of the same ways (the
+    """A Markdown table, one row per way the blog timed: its milliseconds' multiple of its fastest
+    way, beside this run's fan-out as a multiple of this run's fastest of the same ways (the
     blog measured no floor, so both columns are ratios to the fastest of one run)."""
     here = {name: t for name, t in fan_out_medians(results).items() if name in BLOG_MS}
     blog_fastest, here_fastest = min(BLOG_MS.values()), min(here.values(), default=None)
-    lines = ["| way | the blog's ms | the blog: × its fastest | this run: × its fastest |",
-             "|---|---|---|---|"]
+    lines = ["| way | the blog: × its fastest | this run: × its fastest |", "|---|---|---|"]
     for name, ms in sorted(BLOG_MS.items(), key=lambda item: item[1]):
         ours = f"{_factor(here[name] / here_fastest)}×" if name in here else "not run"
         if name == "ray_by_value" and name in here and RAY_MEASURED in here:
             ours += f" (after `{RAY_MEASURED}`, into its store pages)"
-        lines.append(f"| {name} | {ms:,.2f} | {_factor(ms / blog_fastest)}× | {ours} |")
+        lines.append(f"| {name} | {_factor(ms / blog_fastest)}× | {ours} |")
     return "\n".join(lines)
 
 
@@ -570,7 +569,7 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         else:
             how += f", {_this_run_against(here.claims[1], noisy[1], slowest in failed)}"
     if behind is not None:
-        how += f"; `{behind}` came close ({_times_fastest([here], behind)})"
+        how += f"; `{behind}` nearly as slow ({_times_fastest([here], behind)})"
     return f"{text}. This run: {_factor(here.claims[1].factor)}×, {how}."
 
 
@@ -649,8 +648,7 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
         joined = "and" if how == "was slower" else "but"
         read_only += f" {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a))"
         if everywhere:
-            read_only += (" and in the reference at every size: choose the segment to "
-                          "attach by name, not for speed; `sharedctypes`")
+            read_only += " and in the reference at every size, but it"
         else:
             read_only += f" {joined}"
     read_only += " reaches workers only when they start."
@@ -950,7 +948,7 @@ def _round_trips_against_floor_b(trip: dict[str, float], fresh_over_warm: float)
     if not parts:
         return ""
     text = (f"Round trips in floor (b) (the table's ×(a) ÷ {fresh_over_warm:.3g}), by how the result "
-            "returns: " + "; ".join(parts))
+            "returns:" + (" " if len(parts) == 1 else "\n  - ") + ".\n  - ".join(parts))
     if ("ray_by_value" in trip and RAY_MEASURED in trip and trip["ray_by_value"] < fresh_over_warm
             and trip["ray_by_value"] < trip[RAY_MEASURED]):
         text += (f". `ray_by_value` ran after `{RAY_MEASURED}`, into store pages already faulted in: hence "
@@ -1043,8 +1041,9 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
         does = "" if "joblib" in whom else f", which {_verb(whom, 'copies', 'copy')} nothing per task"
         names = joined([f"`{o}`" for o in whom]) if len(whom) < 3 else f"{len(whom)} ways"
         gap = min(max(fan[p], fan[o]) / min(fan[p], fan[o]) for p in group for o in whom)  # all near 2x?
-        near = (f"about {NOISE_FACTOR:g}× {names}{span}{does}, too close to the {NOISE_FACTOR:g}× rule to "
-                "rank" if gap >= 0.95 * NOISE_FACTOR else f"within {NOISE_FACTOR:g}× of {names}{span}{does}")
+        near = (f"about {NOISE_FACTOR:g}× {names}{span}{does}, too close to {NOISE_FACTOR:g}× to rank "
+                "(section 3)" if gap >= 0.95 * NOISE_FACTOR
+                else f"within {NOISE_FACTOR:g}× of {names}{span}{does}")
         copies = f", which {_verb(group, 'copies', 'copy')} it per read," if group == ["manager"] else ""
         text = f"{listed(group)}{copies} {_verb(group, 'is', 'are')} {near}"
         rest = [fan[o] for o in fan if o not in group and o not in whom]
@@ -1054,11 +1053,11 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
         elif gap < 0.95 * NOISE_FACTOR:
             text += ": not ranked"
         sentences.append(text)
-    text = f" {verdict} (fan-outs, × floor (a)): " + "; ".join(sentences) + "."
+    text = f" {verdict} (fan-outs, × floor (a)):" + "".join(f"\n  - {sentence}." for sentence in sentences)
     if "executor" in fan and n_workers and fan["executor"] > 2 * n_workers:
         # its copies go into warm pooled segments, about floor (a) each; not counted here (the exercise's)
-        text += (f" `executor`'s {fan['executor']:.3g}× is mostly a fixed cost per submit, not its copies "
-                 "(into warm segments, about 1× each).")
+        text += (f"\n  - `executor`'s {fan['executor']:.3g}× is mostly a fixed cost per submit, not its "
+                 "copies (into warm segments, about 1× each).")
     return text
 
 
@@ -1123,6 +1122,41 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing], joblib_du
     return "*What to see*:\n\n" + "\n".join(f"- {part.strip()}" for part in parts if part)
 
 
+
+PIPED_PER_TASK = ("pickle", "manager")
+
+
+def _table(ratio: float) -> str:
+    """A ratio as the table and section 3's verdict print it (three significant figures)."""
+    return f"{ratio:.3g}"  # the ways that send the array through a pipe per task (or per read)
+
+
+def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing]) -> str:
+    """Lesson 11's takeaways on time, as this run measured them (section 3): the fan-outs of the ways
+    that pickle the array through a pipe per task against those that map one copy, × floor (a); the
+    round trips pickled back against those written in place, × floor (b). A line whose ways did not
+    run is left out; no memory figure (the exercise's answer)."""
+    warm, fresh = floors[0].median, floors[1].median
+    done = ran(results)
+    fan = {name: r.fan_out.median / warm for name, r in done.items() if r.fan_out is not None}
+    trip = {name: r.round_trip.median / fresh for name, r in done.items() if r.round_trip is not None}
+    lines = []
+    piped = [name for name in PIPED_PER_TASK if name in fan]
+    mapped = [name for name in RESULT_WRITTEN_IN_PLACE if name in fan]
+    if piped and mapped:
+        lines.append(f"- Copies per task are dear: fan-outs of {' and '.join(f'`{n}`' for n in piped)} took "
+                     f"{_range([fan[n] for n in piped], _table)} floor (a), of the segments and memmaps "
+                     f"{_range([fan[n] for n in mapped], _table)} (section 3).")
+    back = [name for name in RESULT_PICKLED_BACK if name in trip]
+    in_place = [name for name in RESULT_WRITTEN_IN_PLACE if name in trip]
+    if back and in_place:
+        lines.append(f"- Share the result too: pickled back through a pipe it took "
+                     f"{_range([trip[n] for n in back])} floor (b); written into a segment or file "
+                     "made beforehand, "
+                     f"{_range([trip[n] for n in in_place])} (section 3).")
+    return "\n".join(lines)
+
+
 # What the extra start-up of a pool that gets the array as it starts holds, over one started on a stand-in.
 START_WHY = {"send_once": "the array pickled to each worker at start",
              "fork_cow": "fork copies no page of it"}
@@ -1183,7 +1217,8 @@ def setup_note(results: Sequence, floors: tuple[Timing, Timing]) -> str:
             return (text + f", no slower, {START_DIFFERENCE}: the stand-in's start-up was as slow, hiding "
                     "the copies")
         if done[name].setup_s < NOTHING_SET_UP:  # no slower than the stand-in's start-up
-            return text + f", no slower, {START_DIFFERENCE}" + (f" ({why})" if why else "")
+            return (text + ": no slower than the stand-in's" + (f", as {why}" if why else "")
+                    + f" ({START_DIFFERENCE})")
         if (name in SENDS_LIKE_PICKLE and pickle_fan is not None
                 and done[name].setup_s > pickle_fan / NOISE_FACTOR):  # a closer one: not "as long as"
             return text + f", {_as_long_as(done[name].setup_s, pickle_fan)}: {START_SERIAL}"

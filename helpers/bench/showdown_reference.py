@@ -272,8 +272,7 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
                 f"{format_seconds(warm)} here; {there} on the README's machine, {_where(reference)}); its "
                 "start-ups and "
                 f"messages sped up less, so ratios here run higher "
-                f"({format_ratio(median)}× the reference's at the median, {format_ratio(ratios[low])}× "
-                f"({low}) to {format_ratio(ratios[high])}× ({high})). Compare orders, not ratios: "
+                f"({format_ratio(median)}× the reference's at the median). Compare orders, not ratios: "
                 + _orders_kept(results, reference) + _far_off(ratios, median) + ".")
     text = (f"Floor (a): {format_seconds(warm)} in this run ({here}), {there} in the reference "
             f"({_where(reference)}, README's machine table): this run's machine copies "

@@ -160,7 +160,8 @@ def test_the_setup_note_reads_the_column_by_what_each_way_does_before_a_task():
     assert "`" not in text  # plain text, below the table
     text = flat
     assert "send_once 500 ms, more than 2× pickle's whole fan-out (10 ms): the workers start one by" in text
-    assert "fork_cow 20 µs, no slower, a difference of two start-ups timed once (fork copies no page of it)" \
+    assert ("fork_cow 20 µs: no slower than the stand-in's, as fork copies no page of it (a difference of "
+            "two start-ups timed once)") \
         in text
     slow_fork = showdown.setup_note([*results[:2], setup("fork_cow", 0.00273)], FLOORS)
     assert "fork_cow 2.73 ms, a difference of two start-ups timed once (fork copies no page of it)" \
@@ -189,20 +190,24 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
     text = showdown.time_what_to_see(BLOG_LIKE, FLOORS)
     assert "span" not in text  # the plot and the table show the spreads
     # pickle's 400 ms round trip over floor (b)'s 6 ms; shared_memory writes its 20 ms one in place
-    assert ("Round trips in floor (b) (the table's ×(a) ÷ 6), by how the result returns: pickled back "
-            "through a pipe (`pickle`) 67×, at least 20× any other; written into a result made and first "
+    assert ("Round trips in floor (b) (the table's ×(a) ÷ 6), by how the result returns:\n  - "
+            "pickled back "
+            "through a pipe (`pickle`) 67×, at least 20× any other.\n  - "
+            "written into a result made and first "
             "filled untimed (`shared_memory`) 3.3× (a fresh one: about one floor (b) more)."
             ) in text
     # pickle, the one way here that copies per task, took 16.7x as long as the slowest other way
-    assert ("**The hypothesis held** (fan-outs, × floor (a)): `pickle` (500×), which copies the array per "
+    assert ("**The hypothesis held** (fan-outs, × floor (a)):\n  - "
+            "`pickle` (500×), which copies the array per "
             "task, took 17× as long as `memmap_disk`, the slowest way that does not copy per task, or "
             "longer.") in text
     assert showdown._at_least(14.66) == "14" and showdown._at_least(1.999) == "1.99"
     late = [*BLOG_LIKE[:-1], _result("ray_by_value", 0.005), _result("joblib", 0.8)]
-    assert ("**The hypothesis did not hold** (fan-outs, × floor (a)): `joblib` (800×), which copies it once "
+    assert ("**The hypothesis did not hold** (fan-outs, × floor (a)):\n  - "
+            "`joblib` (800×), which copies it once "
             "per call, inside the timed call (the other sharing ways copy in setup, untimed), took at least "
             "160× as long as `ray_by_value` (5×), which copies it per task "
-            "(`ray_by_value` after `ray_object_store`, into its store pages);") \
+            "(`ray_by_value` after `ray_object_store`, into its store pages).") \
         in showdown.time_what_to_see(late, FLOORS)
     assert ("`pickle` (500×) is within 2× of `joblib` (not ranked) and took at least 16× as long as every "
             "other way.") in showdown.time_what_to_see(late, FLOORS)
@@ -217,27 +222,33 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
         ("pickle", 0.152), ("manager", 0.123), ("joblib", 0.0511), ("ray_by_value", 0.0215),
         ("executor", 0.0186), ("shared_memory", 0.0164), ("send_once", 0.0138), ("memmap_tmpfs", 0.012),
         ("sharedctypes", 0.00398))]
-    assert ("**The hypothesis held in part** (fan-outs, × floor (a)): `pickle` (152×) and `manager` (123×), "
+    assert ("**The hypothesis held in part** (fan-outs, × floor (a)):\n  - "
+            "`pickle` (152×) and `manager` (123×), "
             "which copy the array per task or per read, took 2.4× as long as `joblib`, the slowest way "
-            "that does not copy per task, or longer; `joblib` (51.1×), "
+            "that does not copy per task, or longer.\n  - "
+            "`joblib` (51.1×), "
             "which copies it once per call, inside the timed call (the other sharing ways copy in setup, "
             "untimed), took at least 2.3× as long as `ray_by_value` (21.5×) and "
-            "`executor` (18.6×), which copy it per task; `ray_by_value` and `executor` are within 2× of 3 "
+            "`executor` (18.6×), which copy it per task.\n  - "
+            "`ray_by_value` and `executor` are within 2× of 3 "
             "ways (12× to 16.4×), which copy nothing per task: not ranked.") \
         in showdown.time_what_to_see(stored, FLOORS)
     # a re-execution with joblib at 233x: over pickle's 152x, but within 2x of it: no ranking either way
     loaded = [_result("joblib", 0.233, 0.233) if r.name == "joblib" else r for r in stored]
-    assert ("**The hypothesis did not hold** (fan-outs, × floor (a)): `joblib` (233×), which copies it once "
+    assert ("**The hypothesis did not hold** (fan-outs, × floor (a)):\n  - "
+            "`joblib` (233×), which copies it once "
             "per call, inside the timed call (the other sharing ways copy in setup, untimed), "
             "took at least 10× as long as `ray_by_value` (21.5×) and `executor` (18.6×), which "
-            "copy it per task; `pickle` (152×) and `manager` (123×) are within 2× of `joblib` (not ranked) "
-            "and took at least 5.7× as long as every other way; `ray_by_value` and `executor` are within "
+            "copy it per task.\n  - "
+            "`pickle` (152×) and `manager` (123×) are within 2× of `joblib` (not ranked) "
+            "and took at least 5.7× as long as every other way.\n  - "
+            "`ray_by_value` and `executor` are within "
             "2× of 3 ways (12× to 16.4×), which copy nothing per task: not ranked.") \
         in showdown.time_what_to_see(loaded, FLOORS)
     # the reference at this size puts joblib only 2.1x over them: this run's gap is flagged
     class Reference:
         size_bytes, fan_out_ran = SIZE, {"joblib": 15.1, "ray_by_value": 7.19, "executor": 4.99}
-    assert ("which copy it per task (the reference at 4 MiB: 2.1×; rerun before you rank this gap);"
+    assert ("which copy it per task (the reference at 4 MiB: 2.1×; rerun before you rank this gap)."
             in showdown.time_what_to_see(loaded, FLOORS, references=[Reference()]))
     close = [r for r in stored if r.name not in ("pickle", "manager", "joblib")]
     assert "**No verdict on the hypothesis**" in showdown.time_what_to_see(close, FLOORS)
@@ -274,9 +285,9 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
         ("ray_object_store", 0.00722, 0.0186), ("sharedctypes", 0.00245, 0.00164))]
     text = showdown.time_what_to_see(l11, FLOORS)
     assert ("`pickle` (105×), which copies the array per task, took 2.3× as long as `joblib`, the slowest "
-            "way that does not copy per task, or longer;") in text
-    assert ("`manager` (90.3×), which copies it per read, is about 2× `joblib`, too close to the 2× rule to "
-            "rank;") in text
+            "way that does not copy per task, or longer.") in text
+    assert ("`manager` (90.3×), which copies it per read, is about 2× `joblib`, too close to 2× to "
+            "rank (section 3).") in text
     assert "lowest `sharedctypes`: its workers got both arrays at start, the others map them per task" in text
 
 
@@ -354,7 +365,7 @@ def test_the_blog_table_has_a_column_per_reference_size_and_says_where_each_clai
     # this run; then the references, where every way took the same time
     assert blog_row[2:] == ["holds (17×)", "**no** (1.00×)", "**no** (1.00×) |"]
     timings = showdown.blog_timings_markdown(BLOG_LIKE)
-    assert "| pickle | 4,137.79 | 59× | 50× |" in timings and "| memmap_disk | 159.62 | 2.3× |" in timings
+    assert "| pickle | 59× | 50× |" in timings and "| memmap_disk | 2.3× |" in timings
     assert showdown.added_arrays(BLOG_LIKE)["pickle"] == 1.0
 
 
@@ -387,8 +398,7 @@ def test_the_floors_sentence_says_which_machine_copies_faster_and_how_the_rows_c
     assert text.startswith("This run's machine copies 2× faster than the reference's (floor (a): 1 ms here; "
                            "2 ms on the README's machine, `vm`, 2026-11-23)")
     # fan-outs: 2× floor (a) there, 10× to 500× here; round trips: the same ratios in both (2×)
-    assert ("so ratios here run higher (6× the reference's at the median, 2× (`pickle`'s round trip) "
-            "to 250× (`pickle`'s fan-out))") in text
+    assert "so ratios here run higher (6× the reference's at the median). Compare orders" in text
     # a row 2x or more above the median is named: likely this run's noise
     # every fan-out ties there (0.004 s each): no pair 2x or more apart here keeps its order there
     assert text.endswith("Compare orders, not ratios: of the 11 pairs of fan-outs 2× or more apart here, "
@@ -464,7 +474,7 @@ def test_where_the_machines_differ_quotes_the_reference_then_says_what_this_run_
             "the reference's 0.90× at this size, the other direction."
             ) in showdown.disagreements_markdown([slower, *there_faster])
     assert "This run: 3×, slowest `shared_memory`, as on the reference." in text
-    assert "came close" not in text  # ray_object_store: 1.2 against 3.0
+    assert "nearly as slow" not in text  # ray_object_store: 1.2 against 3.0
     assert showdown.disagreements_markdown([alike]) == ""  # no reference shipped
     # close together here (1.49×) in one timed run, where the reference at this size was not: no verdict,
     # and this run's own slowest named (not the reference's reason)
@@ -483,11 +493,11 @@ def test_a_zero_copy_way_close_behind_the_slowest_is_named_with_its_ratios():
     text = showdown.disagreements_markdown([here, *there])
     assert ("; `ray_object_store` there: 2.4×, 1.10×, falling with size (a fixed cost per "
             "task). This run: 3×, slowest `shared_memory`") in text
-    assert text.endswith("; `ray_object_store` came close (2.8×).\n</details>")
+    assert text.endswith("; `ray_object_store` nearly as slow (2.8×).\n</details>")
     other = _column("this run (4 MiB)", SIZE, {**ZERO_COPY_THERE, "shared_memory": 1.0,
                                                "ray_object_store": 3.0, "fork_cow": 2.8}, timed_runs=1)
     # this run's slowest is not the reference's: the reference's reason is not this run's
-    assert "came close" not in showdown.disagreements_markdown([other, *there])
+    assert "nearly as slow" not in showdown.disagreements_markdown([other, *there])
     # ... unless the reference's slowest alone breaks the claim here too: then it says so, with the
     # slowest's ratios on the reference when they fall with size (a fixed cost per task)
     alone = _column("this run (4 MiB)", SIZE, {**ZERO_COPY_THERE, "ray_object_store": 6.5}, timed_runs=1)
@@ -593,8 +603,7 @@ def test_the_guide_calls_sharedctypes_faster_when_the_reference_agrees_at_every_
     reference = column("reference (16 MiB)", {"sharedctypes": 1.87, "shared_memory": 4.22})
     text = showdown.guide_markdown(results, FLOORS, [here, reference])
     assert ("`sharedctypes` (05) was faster here (7.43× against 10× floor (a)) and in the reference at every "
-            "size: choose the segment to attach by name, not for speed; `sharedctypes` "
-            "reaches workers only when they start.") in text
+            "size, but it reaches workers only when they start.") in text
     slower_there = column("reference (1 GiB)", {"sharedctypes": 5.0, "shared_memory": 4.0})
     assert "within noise of it" in showdown.guide_markdown(results, FLOORS,
                                                                      [here, reference, slower_there])
@@ -615,3 +624,18 @@ def test_the_time_paragraph_splits_the_executors_copies_from_its_per_submit_cost
              for r in results]
     assert ("`ray_by_value` ran after `ray_object_store`, into store pages already faulted in: hence its "
             "round trip under floor (b).") in showdown.time_what_to_see(quick, FLOORS)
+
+
+def test_the_takeaways_give_this_runs_fan_outs_and_round_trips_with_their_section():
+    """Lesson 11's takeaways: pickle and manager's fan-outs × floor (a) beside the segments' and
+    memmaps', round trips pickled back beside those written in place × floor (b); no memory figure."""
+    results = [_result("pickle", 0.115, 0.132), _result("manager", 0.093, 0.16),
+               _result("sharedctypes", 0.0032, 0.002), _result("shared_memory", 0.0075, 0.008),
+               _result("threads", 0.001, 0.001)]
+    text = showdown.takeaways_markdown(results, FLOORS)
+    assert text.startswith("- Copies per task are dear: fan-outs of `pickle` and `manager` took 93× to 115× "
+                           "floor (a), of the segments and memmaps 3.2× to 7.5× (section 3).")
+    assert ("pickled back through a pipe it took 22× to 27× floor (b); written into a segment or file made "
+            "beforehand, 0.33× to 1.3× (section 3).") in text
+    assert "PSS" not in text and "array" not in text
+    assert showdown.takeaways_markdown([_result("threads", 0.001, 0.001)], FLOORS) == ""
