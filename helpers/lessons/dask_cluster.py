@@ -344,9 +344,10 @@ def format_rows(rows: list[dict], rounds: int) -> str:
     """``side_by_side``'s rows as a text table; their times are of ``rounds`` fan-outs."""
     time = f"time, {rounds} fan-outs"
     lines = [f"{'engine':6} {'handed':14} {time:>16} {'tree PSS':>9} {'in store':>9}"]
-    lines += [f"{r['engine']:6} {r['how']:14} {format_seconds(r['seconds']):>16} {r['tree_pss']:>8.2f}x "
-              f"{r['store']:>8.2f}x" for r in rows]
-    return "\n".join(lines + ["(x: arrays; store: Ray's object store, Dask's workers' data stores)"])
+    lines += [f"{r['engine']:6} {r['how']:14} {format_seconds(r['seconds']):>16} {r['tree_pss']:>9.2f} "
+              f"{r['store']:>9.2f}" for r in rows]
+    return "\n".join(lines + ["(tree PSS and in store: arrays added; store: Ray's object store, "
+                              "Dask's workers' data stores)"])
 
 
 NEGLIGIBLE_ARRAYS = 0.01  # a role whose PSS moved less than this in every way is left out of the table
@@ -357,12 +358,12 @@ def format_roles(dask_memory: dict[str, DaskFanOutMemory], array_bytes: int) -> 
     moved by less than ``NEGLIGIBLE_ARRAYS`` in every way (multiprocessing's resource tracker) is left
     out, and a figure that rounds to zero prints 0.00, never -0.00."""
     roles = sorted({role for m in dask_memory.values() for role in m.role_pss})
-    lines = [f"{'Dask: PSS growth by role':38}" + "".join(f"{how:>14}" for how in dask_memory)]
+    lines = [f"{'Dask: PSS growth by role, in arrays':38}" + "".join(f"{how:>14}" for how in dask_memory)]
     for role in roles:
         grown = [m.role_pss.get(role, 0.0) / array_bytes for m in dask_memory.values()]
         if all(abs(g) < NEGLIGIBLE_ARRAYS for g in grown):
             continue
-        lines.append(f"{role:38}" + "".join(f"{g if round(g, 2) else 0.0:>13.2f}x" for g in grown))
+        lines.append(f"{role:38}" + "".join(f"{g if round(g, 2) else 0.0:>14.2f}" for g in grown))
     return "\n".join(lines)
 
 
@@ -378,7 +379,8 @@ def conclusion(dask_memory: dict[str, DaskFanOutMemory], dask_timings: dict[str,
     kernel = by_value.role_pss.get(PARENT_ROLE, 0.0) / array_bytes
     return (
         "**Conclusion.** By value, the data stores held nothing, yet the workers grew by "
-        f"{_arrays(by_value.worker_copies(array_bytes))} arrays and this kernel (the scheduler) by "
+        f"{_arrays(by_value.worker_copies(array_bytes))} arrays and this kernel (client, scheduler and "
+        f"nannies) by "
         f"{kernel:.2f}. "
         + _timing_sentence(dask_timings)
         + ".")
