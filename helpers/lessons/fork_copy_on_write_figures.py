@@ -47,7 +47,7 @@ def growth_table(fans: Mapping[str, FanOut], unit_bytes: int) -> str:
         share = n_bytes / unit_bytes
         return f"{format_bytes(n_bytes)} ({'<0.01' if abs(share) < 0.005 else f'{share:.2f}'})"
 
-    rows = [("fan-out", "tree RSS growth", "tree PSS growth", "each worker's task made private")]
+    rows = [("fan-out", "tree RSS growth", "tree PSS growth", "each worker's USS growth in its task")]
     for name, fan in fans.items():
         tasks = ", ".join(cell(w.uss_growth) for w in fan.workers)
         rows.append((name, cell(fan.growth("rss")), cell(fan.growth("pss")), tasks))
