@@ -30,12 +30,36 @@ def plot_memory(reports: Mapping[str, object]):
     ``pss_carried_by_rss``, so a copy made and freed between two PSS reads still shows."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(reports), figsize=(5 * len(reports), 4.2), layout="constrained",
+    fig, axes = plt.subplots(1, len(reports), figsize=(5 * len(reports), 4.8), layout="constrained",
                              sharey=True)
+    longest = max((len(label) for report in reports.values() for label in report.marks
+                   if not label.endswith(" ends")), default=0)
     for ax, (title, report) in zip(np.atleast_1d(axes), reports.items(), strict=True):
         pss_carried_by_rss(report).plot(ax=ax, title=title)
+        marks_above_the_axes(ax, report.marks)
+        ax.set_title(title, pad=8 + 3.6 * longest)  # points: clear of the longest 7-point label, rotated
     fig.suptitle("PSS by process", fontsize=10)
     return fig
+
+
+def marks_above_the_axes(ax, marks: Mapping[str, float]) -> None:
+    """Move the mark labels a timeline wrote at the foot of its axes (where the lines near zero
+    hide their first letters) above the axes, and shade each held window (a mark to its "... ends"
+    mark) instead of labelling its end. Lift the title clear of them with ``set_title(pad=...)``."""
+    for text in list(ax.texts):
+        label = text.get_text()
+        if label not in marks:
+            continue
+        if label.endswith(" ends"):
+            text.remove()
+            continue
+        text.xy = text.xyann = (marks[label], 1.0)
+        text.set_verticalalignment("bottom")
+        text.set_horizontalalignment("center")
+        text.set_annotation_clip(False)
+    for label, start in marks.items():
+        if f"{label} ends" in marks:
+            ax.axvspan(start, marks[f"{label} ends"], color="0.92", zorder=0)
 
 
 def plot_costs(sizes: Sequence[int], per_task: Mapping[str, Sequence[float]], floor: Sequence[float],

@@ -52,3 +52,14 @@ def test_a_dearer_proxy_is_blamed_on_the_five_workers_only_if_it_cost_less_one_t
                                                          0.0015)
     assert "not the five workers" in same and "waits for a CPU" not in same
     assert "waits for a CPU" in slower_pipelined and "not the five workers" not in slower_pipelined
+
+
+def test_pipelined_against_one_at_a_time_names_each_change_and_labels_its_reason():
+    alone = {"every task": 0.073, "proxy": 0.00081}
+    both = keras_post.against_one_at_a_time({"every task": 0.050, "proxy": 0.0014}, alone, 2)
+    assert both == ("One task at a time (above), they cost 73 ms and 810 µs: likely, pipelining overlaps "
+                    "one task's pickling with another's unpickling, and 5 workers wait for 2 CPUs "
+                    "(not measured).")
+    on_many_cpus = keras_post.against_one_at_a_time({"every task": 0.073, "proxy": 0.0014}, alone, 8)
+    assert on_many_cpus == "One task at a time (above), they cost 73 ms and 810 µs."
+    assert keras_post.against_one_at_a_time(alone, alone, 2) == ""

@@ -250,6 +250,10 @@ def test_the_memory_plot_draws_a_peak_seen_in_rss_only():
     tree = next(line for line in fig.axes[0].lines if line.get_label() == "tree PSS")
     assert max(tree.get_ydata()) == 350
     plt.close(fig)
+    report.marks = {"held": 0.5, "held ends": 1.5}  # labelled above the axes, its end shaded instead
+    fig = figures.plot_memory({"sent": report})
+    assert [(text.get_text(), text.xyann) for text in fig.axes[0].texts] == [("held", (0.5, 1.0))]
+    plt.close(fig)
 
 
 def test_pickling_peak_counts_the_pickle_and_stops_tracing(sequence):
