@@ -157,6 +157,7 @@ def exercise_calls(array: np.ndarray) -> dict[str, tuple[Callable, tuple]]:
     objects = array[: 2**17].astype(object)  # Python objects: adding them needs the GIL
     return {
         "hashlib.sha256(data).digest()": (lambda d: hashlib.sha256(d).digest(), (data,)),
+        "hashlib.sha256(short).digest()": (lambda d: hashlib.sha256(d).digest(), (data[:100],)),  # 100 bytes
         "zlib.compress(data)": (zlib.compress, (data,)),
         "data.count(0)": (bytes.count, (data, 0)),  # how many zero bytes
         "sorted(numbers)": (sorted, (numbers,)),
@@ -165,10 +166,12 @@ def exercise_calls(array: np.ndarray) -> dict[str, tuple[Callable, tuple]]:
     }
 
 
-# What the documentation says of each call of the exercise: True, it releases the GIL. bytes.count's
+# What the documentation says of each call of the exercise: True, it releases the GIL (hashlib only
+# for data over 2047 bytes, so not for the 100 bytes of ``short``). bytes.count's
 # docs say nothing: it runs in C on raw memory, yet CPython's bytes methods do not release the GIL
 # (the probe in the lesson and test_threads_or_processes hold this).
-DOCUMENTED = {"hashlib.sha256(data).digest()": True, "zlib.compress(data)": True,
+DOCUMENTED = {"hashlib.sha256(data).digest()": True, "hashlib.sha256(short).digest()": False,
+              "zlib.compress(data)": True,
               "data.count(0)": False, "sorted(numbers)": False,
               "np.sort(values)": True, "np.sum(objects)": False}
 
@@ -201,14 +204,16 @@ EXERCISE = Exercise(
               "threads run: answer = {call name: True (releases the GIL) or False (holds it)}"),
     check=_check_predictions,
     solution=measured_releases,
-    explanation=("Only C code written to release the GIL does (NumPy on numeric dtypes, hashlib and zlib on "
-                 "large buffers); code that touches Python objects cannot, and most built-in methods on "
+    explanation=("Only C code written to release the GIL does (NumPy on numeric dtypes, hashlib over "
+                 "2047 bytes, zlib); code that touches Python objects cannot, and most built-in methods on "
                  "bytes and str hold it although they work on raw memory."),
     misconceptions=(
         ({**DOCUMENTED, "np.sum(objects)": True},
          "every NumPy call releases the GIL, whatever the array holds"),
         ({**DOCUMENTED, "sorted(numbers)": True},
          "a builtin written in C, like sorted, releases the GIL"),
+        ({**DOCUMENTED, "hashlib.sha256(short).digest()": True},
+         "a call that releases the GIL releases it whatever the size of its input"),
         ({**DOCUMENTED, "data.count(0)": True},
          "C code on raw bytes releases the GIL"),
         ({name: False for name in DOCUMENTED},

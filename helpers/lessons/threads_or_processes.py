@@ -421,8 +421,8 @@ def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = No
     numpy_own = by.get((PROCESSES, OWN_CHUNK["sum_numpy"]))
     if numpy_own is not None:  # ranked on both measures: a ranking only one of them shows is noise
         unsent, on_threads = numpy_own.timings[n], by[THREADS, "sum_numpy"].timings[n]
-        race = (f"(processes {format_seconds(unsent.min)}, threads {format_seconds(on_threads.min)} on "
-                f"fastest runs; {format_seconds(unsent.median)} and {format_seconds(on_threads.median)} on "
+        race = (f"(threads {format_seconds(on_threads.min)}, processes {format_seconds(unsent.min)} on "
+                f"fastest runs; {format_seconds(on_threads.median)} and {format_seconds(unsent.median)} on "
                 f"medians{unfair('sum_numpy')}).")
         faster = [unsent.min < on_threads.min, unsent.median < on_threads.median]
         head += (f" Whether NumPy's processes, sent nothing, beat its threads is not judged {race}"
@@ -433,7 +433,7 @@ def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = No
                  if all(faster) else
                  f" Even sent nothing, NumPy's processes were slower than its threads {race}"
                  if not any(faster) else
-                 f" Sent nothing, NumPy's processes and threads tied: each won on one measure {race}")
+                 f" Sent nothing, NumPy's threads and processes tied: each won on one measure {race}")
     loop_own = by.get((PROCESSES, OWN_CHUNK["sum_python"]))
     floats = by[THREADS, "sum_python"].nbytes // 8  # float64
     if loop_own is None or not floats:
@@ -450,13 +450,21 @@ def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = No
     share = "half of that" if n == 2 else f"{1 - 1 / n:.0%} of that"
     lost, costly = processes > threads, receiving > saved
     sent_nothing = format_seconds(loop_own.timings[n].min)
+    numpy_sent, numpy_own = by.get((PROCESSES, "sum_numpy")), by.get((PROCESSES, OWN_CHUNK["sum_numpy"]))
+    loop_bytes = by[THREADS, "sum_python"].nbytes
+    big = ""  # the same cost per float at section 1's NumPy size, where it differs from the loop's
+    if numpy_sent is not None and numpy_own is not None and numpy_sent.nbytes != loop_bytes:
+        numpy_extra = max(0.0, numpy_sent.timings[1].min - numpy_own.timings[1].min)
+        per_float = numpy_extra / (numpy_sent.nbytes // 8)
+        big = f"; {per_float * 1e9:.0f} ns at {format_bytes(numpy_sent.nbytes)}, NumPy's sum"
     rule = (f"**Only processes (or a free-threaded build) run Python code at once**, and they pay off "
             f"only when moving an element to a process costs less than the work they save on it. "
             f"One thread looped over {floats:,} floats in {format_seconds(one_thread)}, {work * 1e9:.1f} ns "
             f"each; {n} processes save {share} ({saved * 1e9:.1f} ns). One process took "
             f"{format_seconds(one_process)}, {format_seconds(extra)} more than "
-            f"its control, sent nothing: moving a float to it cost about {receiving * 1e9:.1f} ns (pickled, "
-            f"piped, unpickled), {'more' if costly else 'less'} than they save, "
+            f"its control, sent nothing: at {format_bytes(loop_bytes)}, moving a float to it cost "
+            f"about {receiving * 1e9:.1f} ns (pickled, piped, unpickled{big}), "
+            f"{'more' if costly else 'less'} than they save, "
             f"{'so' if costly == lost else 'yet'} they {'lost' if lost else 'won'} (next point). "
             f"Sent nothing, {n} of them took {sent_nothing}"
             + (f" ({unfair('sum_python')[2:]})" if unfair("sum_python") else "")

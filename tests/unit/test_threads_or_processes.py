@@ -281,8 +281,9 @@ def test_the_conclusion_and_the_takeaway_say_who_won_each_sum():
     # per float: 6.6 ms / 524,288 floats = 12.6 ns of work, 2 workers save half; (10.5 - 6.9) ms / 524,288
     # = 6.9 ns to receive: more than the 6.3 ns saved, so the processes lose (each figure printed)
     assert "One thread looped over 524,288 floats in 6.6 ms, 12.6 ns each; 2 processes save half of " \
-           "that (6.3 ns). One process took 10.5 ms, 3.6 ms more than its control, sent nothing: moving a " \
-           "float to it cost about 6.9 ns (pickled, piped, unpickled), more than they save, so they lost " \
+           "that (6.3 ns). One process took 10.5 ms, 3.6 ms more than its control, sent nothing: " \
+           "at 4 MiB, moving a float to it cost about 6.9 ns (pickled, piped, unpickled; 21 ns at 128 MiB, " \
+           "NumPy's sum), more than they save, so they lost " \
            "(next point). Sent nothing, 2 of them took 3.5 ms." in said
     # the rule first, then this run's winners, whose figures the rule no longer repeats
     assert said.index("Only processes") < said.index("threads won both sums")
@@ -296,29 +297,30 @@ def test_the_conclusion_and_the_takeaway_say_who_won_each_sum():
         lesson.PROCESSES, "sum_own_chunk_python", {1: _timing(7.2e-3, 6.856e-3), 2: _timing(3.8e-3, 3.5e-3)})
     assert "One process took 10.9 ms, 4.04 ms more than its control" in lesson.verdict(odd)
     # NumPy's control: slower on fastest runs (4.1 > 3.6 ms), faster on medians (4.5 < 4.9 ms): no ranking
-    assert "Sent nothing, NumPy's processes and threads tied: each won on one measure (processes 4.1 ms, " \
-           "threads 3.6 ms on fastest runs; 4.5 ms and 4.9 ms on medians)." in said
+    assert "Sent nothing, NumPy's threads and processes tied: each won on one measure (threads 3.6 ms, " \
+           "processes 4.1 ms on fastest runs; 4.9 ms and 4.5 ms on medians)." in said
     slower_both = dict(by)
     slower_both[lesson.PROCESSES, "sum_own_chunk"] = lesson.Scaling(
         lesson.PROCESSES, "sum_own_chunk", {1: _timing(8e-3, 7.4e-3), 2: _timing(5.5e-3, 4.1e-3)})
-    assert "Even sent nothing, NumPy's processes were slower than its threads (processes 4.1 ms, threads " \
-           "3.6 ms on fastest runs; 5.5 ms and 4.9 ms on medians)." in lesson.verdict(slower_both)
+    assert "Even sent nothing, NumPy's processes were slower than its threads (threads 3.6 ms, processes " \
+           "4.1 ms on fastest runs; 4.9 ms and 5.5 ms on medians)." in lesson.verdict(slower_both)
     assert said.count("\n- ") == 1 and said.startswith("- ")
     slow = dict(by)
     slow[lesson.PROCESSES, "sum_python"] = lesson.Scaling(
         lesson.PROCESSES, "sum_python", {1: _timing(15e-3, 13.7e-3), 2: _timing(10.4e-3, 7.6e-3)},
         nbytes=4 * 2**20)  # receiving: (13.7 - 6.9) ms / 524,288 floats = 13 ns, as much as the work
     assert "save half of that (6.3 ns). One process took 13.7 ms, 6.8 ms more than its control, sent " \
-           "nothing: moving a float to it cost about 13.0 ns" in lesson.verdict(slow)
+           "nothing: at 4 MiB, moving a float to it cost about 13.0 ns" in lesson.verdict(slow)
     cheap = dict(by)  # receiving: (8 - 6.9) ms / 524,288 = 2 ns, less than half the work, yet they lost
     cheap[lesson.PROCESSES, "sum_python"] = lesson.Scaling(
         lesson.PROCESSES, "sum_python", {1: _timing(9e-3, 8e-3), 2: _timing(10.4e-3, 7.6e-3)},
         nbytes=4 * 2**20)
-    assert "moving a float to it cost about 2.1 ns (pickled, piped, unpickled), less than they save, yet " \
+    assert "moving a float to it cost about 2.1 ns (pickled, piped, unpickled; 21 ns at 128 MiB, " \
+        "NumPy's sum), less than they save, yet " \
         "they lost" in lesson.verdict(cheap)
     own = by[lesson.PROCESSES, "sum_own_chunk"]
     by[lesson.PROCESSES, "sum_own_chunk"] = lesson.Scaling(own.kind, own.task, own.timings, 1.42)
-    assert "is not judged (processes 4.1 ms, threads 3.6 ms on fastest runs; 4.5 ms and 4.9 ms on medians; " \
+    assert "is not judged (threads 3.6 ms, processes 4.1 ms on fastest runs; 4.9 ms and 4.5 ms on medians; " \
         "CPU wait 1.42, over the 0.50 limit: no fair race)." in lesson.verdict(by, 0.5)
     by[lesson.PROCESSES, "sum_own_chunk"] = own
     control = by[lesson.PROCESSES, "sum_own_chunk"]
