@@ -429,10 +429,7 @@ def sum_by_name_with_stdlib(name: str, n_items: int, results) -> None:
 
 def sum_segment_slice(name: str, n_items: int, start: int, stop: int) -> float:
     """Attach a stdlib ``SharedMemory`` segment by name, view ``n_items`` float64, sum ``[start:stop]``.
-
-    The by-hand way: under spawn the worker shares its parent's resource tracker, so attaching
-    by name registers the segment with that shared tracker, which unlinks it when the parent's program ends.
-    """
+    Attaching registers the segment with the resource tracker this worker shares with its parent."""
     segment = SharedMemory(name=name)
     try:
         view = np.ndarray((n_items,), dtype=np.float64, buffer=segment.buf)

@@ -164,26 +164,20 @@ def post_versions(fan_outs: TableFanOuts, n_workers: int) -> str:
     verdict = ("more than" if total >= POST_FACTOR else "near" if total >= POST_FACTOR / 3
                else "short of")
     rows = [f"| {name} | {about(factor)}× |" for name, factor in factors]
-    answer = (f"Shared memory's own gain is the first factor, {about(factors[0][1])}×; "
-              + " and ".join(f"{what} ({about(factor)}×)" for what, factor in zip(
-                  ("the text as objects", "tracemalloc"), [f for _, f in factors[1:]], strict=False))
-              + f" make the rest of the {about(total)}×. ")
-    start_up = "likely timed start-up we set aside (which pulls a ratio toward 1)"
-    if n_workers < POST_WORKERS:  # the post pickled the table once a worker, and copied it once in all
-        more = POST_WORKERS / n_workers
-        times_more = ("about doubling the first factor" if more == 2
-                      else f"multiplying the first factor by about {about(more)}")
-        setting = f"The post ran {POST_WORKERS} workers ({times_more}) and {start_up}"
-    else:
-        setting = f"The post {start_up}"
-    setting += (": our factors show where such a factor comes from, not its exact 100×."
-                if total >= POST_FACTOR / 3 else ": our factors fall short of a gap of this size.")
+    answer = (f"The post's 100× is a product of the same kinds of factor; ours give {about(total)}×, and "
+              f"shared memory's own gain is only the first, {about(factors[0][1])}×. ")
+    setting = (f"The post's {POST_WORKERS} workers, and the pool start-up it likely timed, change these "
+               "factors" if n_workers < POST_WORKERS
+               else "The pool start-up the post likely timed changes these factors")
+    setting += (", so compare their size, not their value." if total >= POST_FACTOR / 3
+                else ": ours fall short of a gap of this size.")
     ours = f"S{table_dtype('bytes')['ticker'].itemsize}"
     return "\n".join([
-        f"**The post's 100×.** Its code today (`'S6'`; ours is `'{ours}'`) is our bytes row; its "
-        "first version, whose figures it reports, our objects row, timed with tracemalloc on (which records "
-        "every allocation: a pickled string is one per row). Per row, a call's fixed cost set aside, against "
-        "a new segment (the post creates its segment inside the timed call):",
+        "**The post's 100×.** Its figures come from its first version: text as Python objects (our "
+        "objects row), timed with tracemalloc on, which records every allocation (one per "
+        f"pickled string). Its code today stores fixed-width bytes (`'S6'`; ours is `'{ours}'`): our bytes "
+        "row. Per row, a call's fixed cost set aside, against a new segment (the post creates its segment "
+        "inside the timed call):",
         "", "| factor, per row | this run |", "|---|---|", *rows,
         f"| all together, with our {n_workers} workers | **{about(total)}×**, {verdict} the post's 100× |",
         "",
