@@ -219,6 +219,22 @@ def time_dump(array: np.ndarray, folder: Path, repeat: int = 5) -> Timing:
         path.unlink(missing_ok=True)
 
 
+def time_write(array: np.ndarray, folder: Path, repeat: int = 5) -> Timing:
+    """Seconds to write ``array``'s bytes into a new file in ``folder`` with one ``write``: a dump's floor
+    there (its pages are new, allocated as written; a new file each run, removed untimed)."""
+    path = Path(folder) / "bytes.raw"
+    data = memoryview(np.ascontiguousarray(array)).cast("B")
+
+    def write() -> None:
+        with open(path, "wb") as file:
+            file.write(data)
+
+    try:
+        return time_it(write, repeat=repeat, warmup=1, setup=lambda: path.unlink(missing_ok=True))
+    finally:
+        path.unlink(missing_ok=True)
+
+
 def joblib_folders(pid: int | None = None) -> list[Path]:
     """joblib's memmapping folders now in /dev/shm and the temp folder (of process ``pid`` only if given)."""
     prefix = FOLDER_PREFIX if pid is None else f"{FOLDER_PREFIX}{pid}_"
@@ -399,3 +415,14 @@ EXERCISE = Exercise(
     ),
 )
 
+
+
+def as_solved(views: dict[str, ArgumentView], own_file: str | os.PathLike) -> bool:
+    """Whether the lesson's five arrays (``candidates``' names) reached the workers as its worked
+    solution says: each where ``LESSON_ANSWER`` puts it, joblib's dump read-only, and ``own_file``'s
+    arrays mapped from that file, writable. The check cell asserts it without stating the answer."""
+    own = [name for name, where in LESSON_ANSWER.items() if where == WHERE[2]]
+    dumped = views["joblib_array"]
+    return ({name: view.where for name, view in views.items()} == LESSON_ANSWER
+            and dumped.type_name == "memmap" and dumped.mode == "r" and not dumped.writeable
+            and all(views[name].filename == str(own_file) and views[name].writeable for name in own))

@@ -61,10 +61,12 @@ def plot_reads(reads: Mapping[tuple[str, str], Timing], in_ram_s: float, warm_fl
     return ax
 
 
-def describe_split_read(split: Mapping[str, Timing]) -> str:
+def describe_split_read(split: Mapping[str, Timing], kept: Mapping[str, Timing] | None = None) -> str:
     """Each filesystem's split-read timing (workers each summing a part of the file): median, IQR,
-    fastest, runs."""
-    return "\n".join(f"split read, {kind:>5}: {timing}" for kind, timing in split.items())
+    fastest, runs; ``kept``: the same through mappings each worker made once (``memmap.keep_mappings``)."""
+    ways = {"each task maps": split, **({"mapped once": kept} if kept else {})}
+    return "\n".join(f"split read, {kind:>5}, {how:<14}: {timing}"
+                     for how, timings in ways.items() for kind, timing in timings.items())
 
 
 NOISE_BYTES = 2**20  # a tree's memory moves by up to this between two still windows: read as about 0
@@ -112,9 +114,10 @@ def describe_file_memory(seen: Mapping[str, FileMemory], array_bytes: int) -> st
 
 
 def keep_one_mark_per_state(report) -> None:
-    """Drop the ``'... end'`` marks of a MemoryReport, so that a plot labels each held state once."""
-    for label in [label for label in report.marks if label.endswith(" end")]:
-        del report.marks[label]
+    """Drop the ``'... end'`` marks of a MemoryReport and the word ``' holding'`` from the others, so
+    that a plot labels each held state once, by its name (``'workers read'``)."""
+    report.marks = {label.removesuffix(" holding"): at for label, at in report.marks.items()
+                    if not label.endswith(" end")}
 
 
 def lift_mark_labels(ax, above: float = 0.03) -> None:
@@ -214,14 +217,14 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
         timing += f", with {format_ratio(faults['tmpfs'] / faults['disk'])}× the faults"
         small = huge in (None, "never", "deny")
         mount, each = f" (`huge={huge}`)" if huge else "", format_bytes(per_fault["tmpfs"])
-        tmpfs = (f"tmpfs, mounted `huge={huge}` (no 2 MiB pages), keeps 4 KiB pages: one fault per {each}"
-                 if small and huge else f"tmpfs keeps 4 KiB pages: one fault per {each}"
-                 if small else f"This tmpfs{mount} still took one per {each}")
+        tmpfs = (f"on tmpfs, mounted `huge={huge}` (4 KiB pages only), one per {each}"
+                 if small and huge else f"on tmpfs (4 KiB pages), one per {each}"
+                 if small else f"this tmpfs{mount} still took one per {each}")
         return (
             f"**Counted.** One warm read of the whole file took {faults['disk']:,} page faults on disk and "
-            f"{faults['tmpfs']:,} on tmpfs. A read fault maps up to 16 neighbouring pages at once "
-            f"(*fault-around*). {tmpfs}. The disk's page cache keeps this file in larger blocks (*folios*): "
-            f"on average one fault per {format_bytes(per_fault['disk'])}. " + timing
+            f"{faults['tmpfs']:,} on tmpfs. A read fault maps up to 16 neighbouring 4 KiB pages "
+            "(*fault-around*), or a whole larger block (*folio*) where the cache holds the file in those: "
+            f"on disk one fault per {format_bytes(per_fault['disk'])} on average; {tmpfs}. " + timing
             + (fault_cost(second_sums, in_ram) if slower > 1.1
                else ", so here the faults did not decide it."))
     if faults["disk"] > 2 * faults["tmpfs"]:
@@ -270,7 +273,7 @@ def describe_temp_folder_experiment(roots: Mapping[str, Path], ours: Path, array
             "</summary>\n\n"
             f"Four calls, each dumping a {format_bytes(array_bytes)} array (*ours*: `{ours}`):\n\n"
             "```text\n" + "\n".join(lines) + "\n```\n\n"
-            "The workers loky starts for a call take its `temp_folder=` and keep it: kept workers ignored a "
+            "Workers loky starts for a call keep its `temp_folder=`: kept workers ignored a "
             "new one (call 1) and kept theirs when nothing was asked (call 4; joblib issue "
             "[#1373](https://github.com/joblib/joblib/issues/1373)). `JOBLIB_TEMP_FOLDER` reached even kept "
             "workers (call 2)."
@@ -314,11 +317,13 @@ def describe_joblib_headline(times: Mapping[str, Timing], retry_waits: Iterable[
 
 
 def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[float],
-                          dumping: Iterable[float], dump_s: float, array_bytes: int, dumped_to: Path) -> str:
+                          dumping: Iterable[float], dump_s: float, array_bytes: int, dumped_to: Path,
+                          write_s: float | None = None) -> str:
     """Markdown, after ``describe_joblib_headline``: why some auto-memmapped runs waited (``retry_waits``,
     per run, from ``joblib_memmap.time_calls``) and its median less the waits; what auto-memmapping
     (less its waits) added to our memmap's median and how much of it the dump inside the calls took
-    (``dumping``, per run); ``joblib.dump`` of the array timed alone (``dump_s``)."""
+    (``dumping``, per run); ``joblib.dump`` of the array timed alone (``dump_s``), against one ``write``
+    of its bytes into a new file in the same folder (``write_s``: the dump's floor, seconds)."""
     auto, ours = times["auto-memmap"], times["our memmap"]
     waits = list(retry_waits)
     unwaited = median_less_waits(auto.runs, waits)
@@ -332,12 +337,14 @@ def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[flo
     text += (f"Our memmap (timed in turns) took {format_seconds(ours.median)}, {format_seconds(added)} less "
              f"than auto-memmap{less}; the dump took {format_seconds(dumped)} inside a call")
     if added - dumped > 0.25 * added:
-        text += (f", the other {format_seconds(added - dumped)} joblib's bookkeeping around it, "
-                 "not timed apart")
+        text += f", the other {format_seconds(added - dumped)} joblib's bookkeeping around it"
     elif dumped > 1.1 * added:
         text += ", more than that difference: the calls' spread hides the rest"
-    return text + (f". Alone, `joblib.dump` of {format_bytes(array_bytes)} into `{dumped_to}` took "
-                   f"{format_seconds(dump_s)}.")
+    text += (f". Alone, `joblib.dump` of {format_bytes(array_bytes)} into `{dumped_to}` took "
+             f"{format_seconds(dump_s)}")
+    if write_s:
+        text += f", {format_ratio(dump_s / write_s)}× one `write()` of its bytes into a new file there"
+    return text + "."
 
 
 def describe_joblib_memory(growth: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:

@@ -166,6 +166,12 @@ def test_time_dump_times_joblibs_dump_and_leaves_no_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_time_write_times_one_write_of_the_bytes_and_leaves_no_file(tmp_path):
+    timing = joblib_memmap.time_write(random_array(2 * MiB), tmp_path, repeat=2)
+    assert len(timing.runs) == 2 and timing.min > 0
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_workers_that_hold_a_memmapped_array_share_it_and_pickled_ones_copy_it(released):
     array = random_array()
     with track_memory(trace_python=False) as report:

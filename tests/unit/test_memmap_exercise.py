@@ -96,3 +96,13 @@ def test_the_misconceptions_use_the_lessons_names_for_its_arrays():
     (cell,) = ["".join(c["source"]) for c in notebook["cells"] if "candidates = {" in "".join(c["source"])]
     names = re.findall(r'^\s+"([^"]+)":', cell.split("candidates = {", 1)[1], flags=re.MULTILINE)
     assert names == list(joblib_memmap.LESSON_ANSWER), names
+
+
+def test_the_check_cell_holds_the_worked_solution_without_stating_it(measured):
+    """``as_solved`` holds on the measurement under the lesson's names, and fails when one array went
+    elsewhere or another file was mapped."""
+    views = dict(zip(joblib_memmap.LESSON_ANSWER, measured["views"].values(), strict=True))
+    own = views["mapped"].filename
+    assert joblib_memmap.as_solved(views, own)
+    assert not joblib_memmap.as_solved(views, own + ".other")
+    assert not joblib_memmap.as_solved({**views, "objects": views["joblib_array"]}, own)

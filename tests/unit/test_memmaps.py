@@ -106,13 +106,14 @@ def test_the_faults_paragraph_says_why_only_when_tmpfs_needed_more():
     assert "one fault per 1.94 MiB" in many and "`huge=never`" in many
     assert "On tmpfs the warm read took 3×" in many
     assert "with 31× the faults; what the faults cost, this run does not measure" in many
-    assert ("(*fault-around*). tmpfs, mounted `huge=never` (no 2 MiB pages), keeps 4 KiB pages: "
-            "one fault per 63.9 KiB. The disk's") in many
+    assert ("up to 16 neighbouring 4 KiB pages (*fault-around*), or a whole larger block (*folio*) where the "
+            "cache holds the file in those: on disk one fault per 1.94 MiB on average; on tmpfs, mounted "
+            "`huge=never` (4 KiB pages only), one per 63.9 KiB. On tmpfs the warm") in many
     assert "Why" not in many
     same = memmap_figures.describe_faults({"disk": 2000, "tmpfs": 2051}, reads, 128 * 2**20, "never")
     assert "about as much per fault" in same and "folio" not in same
     huge = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "always")
-    assert "4 KiB pages" not in huge and "`huge=always`" in huge
+    assert "4 KiB pages only" not in huge and "tmpfs (4 KiB pages)" not in huge and "`huge=always`" in huge
     alike = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "never",
                                            {"disk": Timing((0.007,)), "tmpfs": Timing((0.0072,))})
     assert ("A second sum through the same mapping took 7 ms on disk and 7.2 ms on tmpfs: read alike once "
@@ -208,6 +209,8 @@ def test_joblib_times_rank_on_runs_less_their_waits():
     calm = memmap_figures.describe_joblib_times(times, (0.0,) * 5, dumping, 0.025, array, shm)
     assert "waited" not in calm and calm.startswith("Our memmap (timed in turns) took 30 ms, 30 ms less than "
                                                     "auto-memmap; the dump took 13 ms inside a call")
+    floored = memmap_figures.describe_joblib_times(times, waits, dumping, 0.0125, array, shm, 0.01)
+    assert floored.endswith("took 12.5 ms, 1.2× one `write()` of its bytes into a new file there.")
     runs = memmap_figures.describe_runs_and_waits((0.055, 0.15), (0.0, 0.1))
     assert runs == "55 ms, 150 ms (100 ms of it waiting); less the waits, median 52.5 ms"
     assert memmap_figures.describe_runs_and_waits((0.055,), (0.0,)) == "55 ms"
@@ -225,7 +228,10 @@ def test_joblib_memory_says_the_dev_shm_row_is_the_dump_again_and_gives_the_cgro
     assert text.endswith("the machine held 1.01 arrays more auto-memmapped (cgroup counter), 2.00 pickled.")
     unread = {column: {"cgroup counter": None} for column in growth}
     assert memmap_figures.describe_joblib_memory(unread, array).endswith("the PSS row counts.")
-    assert memmap_figures.describe_split_read({"disk": Timing((0.006,))}).startswith("split read,  disk: ")
+    assert memmap_figures.describe_split_read({"disk": Timing((0.006,))}).startswith(
+        "split read,  disk, each task maps: ")
+    both = memmap_figures.describe_split_read({"disk": Timing((0.006,))}, {"disk": Timing((0.004,))})
+    assert both.splitlines()[1].startswith("split read,  disk, mapped once   : median 4 ms")
 
 
 @pytest.mark.parametrize("on", KINDS)
@@ -262,6 +268,21 @@ def test_a_spawned_pool_sums_slices_of_a_npy_file_mapped_by_path():
         assert np.isclose(sum(sums), values.sum())
         assert copy_on_write == -1.0
         assert np.array_equal(np.load(folder / "a.npy"), values)
+
+
+def test_a_pool_whose_workers_map_once_sums_slices_through_their_kept_mappings():
+    values = np.random.default_rng(3).random(100_000)
+    context = mp.get_context("spawn")
+    with memmap.temporary_folder("disk") as folder:
+        array = memmap.owner_only_memmap(folder / "a.f64", values.shape)
+        array[:] = values
+        specs = {"disk": memmap.MemmapSpec.of(array)}
+        del array
+        with context.Pool(2, initializer=memmap.keep_mappings, initargs=(specs,)) as pool:
+            sums = pool.starmap(memmap.sum_kept_slice, [("disk", 0, 50_000), ("disk", 50_000, 100_000)])
+            pool.close()
+            pool.join()
+        assert np.isclose(sum(sums), values.sum())
 
 
 def test_the_disk_folder_is_never_in_memory():
