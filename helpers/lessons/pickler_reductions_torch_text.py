@@ -45,6 +45,36 @@ def already_shared_fastest(rows: list[dict]) -> list[int]:
             < min(median[how, "remote", size] for how in others)]
 
 
+def _span(seconds: list[float]) -> str:
+    """'20.2–23.2 µs': the least and the most of ``seconds``, in the larger one's unit."""
+    low, high = format_seconds(min(seconds)), format_seconds(max(seconds))
+    if low == high:
+        return high
+    unit = high.split()[-1]
+    return f"{low.removesuffix(' ' + unit)}–{high}" if low.endswith(" " + unit) else f"{low}–{high}"
+
+
+def remote_below_local(rows: list[dict]) -> str:
+    """A sentence on the private-array row whose trip through a worker (which contains the local trip)
+    took the least against the local one, and whether their runs overlap; '' when every remote trip took
+    at least the local one."""
+    by_key = {(row["how"], row["where"], row["size_bytes"]): row for row in rows}
+    sizes = sorted({row["size_bytes"] for row in rows})
+    below = [(by_key[how, "local", size]["median_s"] / by_key[how, "remote", size]["median_s"], how, size)
+             for how in ("torch", "shared_memory") for size in sizes
+             if by_key[how, "remote", size]["median_s"] < by_key[how, "local", size]["median_s"]]
+    if not below:
+        return ""
+    gap, how, size = max(below)
+    local, remote = by_key[how, "local", size]["runs_s"], by_key[how, "remote", size]["runs_s"]
+    name = {"torch": "torch's", "shared_memory": "the torch-free"}[how]
+    return (f"{name.capitalize()} private-array trip at {format_bytes(size)} ran {format_ratio(gap)}× faster "
+            "remote than local, though remote contains local: "
+            + ("noise, its runs overlap" if min(local) <= max(remote)
+               else "its runs do not overlap, so something slowed the local ones")
+            + f" (local {_span(local)}, remote {_span(remote)}). ")
+
+
 def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
     """Section 3's *What to see* and conclusion. ``mmap_threshold`` (bytes): from this size up, glibc's
     ``malloc`` gives each of the pickle's buffers new pages, so its ratio is given to floor (b) there,
@@ -64,12 +94,11 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
                     if median["pickle", "local", size] < median["torch", "local", size]]
     new_pages = [size for size in sizes if size >= mmap_threshold]
     reused = [size for size in sizes if size < mmap_threshold]
-    small = {how: format_seconds(median[how, "remote", smallest]) for how in HOWS}
     pickle_cost = ("The pickle's two copies and its own work cost "
                    + (f"{pickle_over('a', reused)} while `malloc` reuses freed memory; from "
                       f"{format_bytes(mmap_threshold)} up, [glibc's `malloc`](https://man7.org/linux/man-pages/"
                       f"man3/mallopt.3.html) gives each new buffer fresh pages from the kernel, "
-                      "so we compare with (b), the nearest floor here: "
+                      "so we compare with (b): "
                       f"{pickle_over('b', new_pages)}." if new_pages and reused
                       else f"{pickle_over('a', sizes)}."))
     remote_floor = "b" if largest >= mmap_threshold else "a"
@@ -83,20 +112,29 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
                         for where in WHERES)
     shared_first = already_shared_fastest(rows)
     shared_from = next((size for size in sizes if all(s in shared_first for s in sizes if s >= size)), None)
+    shared_local = {how: [median[how, "local", size] for size in sizes] for how in SHARED_WAYS}
+    fresh_floor = ratios["pickle", "local", largest]["fresh_floor_s"]  # floor (b) at the largest size
+    cold = {where: ratios["shared_memory", where, largest]["first_s"] / fresh_floor for where in WHERES}
     return (
-        "*What to see:* the stdlib pickle's time (blue) grows with the array, far above floor (a) (dashed) "
-        "once it is large; torch's private-array trip (orange) follows floor (b) (dotted: a new segment); "
-        "the torch-free one (red), warm, nears (a) as the array grows; the already-shared lines "
-        f"(green, purple) grow at most {spread}× over the {largest / smallest:.0f}× sweep, the pickle's "
-        f"{int(pickle_growth)}× or more.\n\n**Conclusion.** "
+        "*What to see:* the stdlib pickle's time (blue) grows with the array, far above floor (a) (dashed); "
+        "torch's private-array trip (orange) follows floor (b) (dotted); the torch-free one "
+        "(red), warm, nears (a) as the array grows. The already-shared lines (green, purple) grow at most "
+        f"{spread}× over the {largest / smallest:.0f}× sweep, the pickle's {int(pickle_growth)}× or more: "
+        f"locally torch-free's took {_span(shared_local['shared_memory_shared'])}, torch's "
+        f"{_span(shared_local['torch_shared'])} "
+        f"({format_ratio(100 * median['torch_shared', 'local', largest] / fresh_floor)}% "
+        f"of (b) at {format_bytes(largest)}).\n\n**Conclusion.** "
         + (f"Locally a pickle beat torch's private-array trip at "
            f"{' and '.join(map(format_bytes, pickle_first))}: a new storage costs floor (b). " if pickle_first
            else "")
+        + f"Cold, the torch-free trip took {format_ratio(cold['local'])}× (b) locally, "
+          f"{format_ratio(cold['remote'])}× remote, at {format_bytes(largest)}"
+        + (": under 1×, it beat the floor it contains, as a new lent segment maps its pages in bulk (so does "
+           "lesson 08's `copy_of`), (b) one fault at a time. " if min(cold.values()) < 1 else ". ")
+        + remote_below_local(rows)
         + "Through a worker, every reduction beat the pickle "
         + ("at every size" if beaten_from == smallest
            else f"from {format_bytes(beaten_from)} up" if beaten_from else "at no size throughout")
-        + f" (at {format_bytes(smallest)}: pickle {small['pickle']}; private array: torch {small['torch']}, "
-          f"torch-free {small['shared_memory']})"
         + ("." if shared_from is None else
            ", and an array already shared beat every other trip "
            + ("at every size" if shared_from == smallest else f"from {format_bytes(shared_from)} up") + ".")
