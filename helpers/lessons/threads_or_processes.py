@@ -342,6 +342,7 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     loop_control = (PROCESSES, OWN_CHUNK["sum_python"])  # the Python loop's own control, where measured
     loop_control = loop_control if loop_control in by else control
     send_cost = fastest[processes_np] / fastest[threads_np]
+    python_floats, array_floats = python_bytes // 8, array_bytes // 8
     per_element = (one[threads_py] / python_bytes) / (one[threads_np] / array_bytes)
     slower = fastest[processes_py] > fastest[threads_py]
 
@@ -390,86 +391,73 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
         f"{format_seconds(one[control])} is sending {format_bytes(array_bytes)}"
         + (", through the same feeder thread." if late else f": {feeder}."),
         "",
-        f"Per element, the Python loop was {per_element:.0f}× slower than `np.sum`.",
+        f"Per float, one thread's Python loop (on {format_bytes(python_bytes)}) took "
+        f"{_ns(one[threads_py] / python_floats)} ns, `np.sum` (on {format_bytes(array_bytes)}) "
+        f"{_ns(one[threads_np] / array_floats)} ns: "
+        f"{per_element:.0f}× as long.",
     ])
 
 
+def _ns(seconds: float) -> str:
+    """A time per float in nanoseconds, as printed: two figures under 1 ns, else one decimal."""
+    ns = seconds * 1e9
+    return f"{ns:.2g}" if ns < 1 else f"{ns:.1f}" if ns < 100 else f"{ns:.0f}"
+
+
 def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = None) -> str:
-    """The lesson's first two takeaways, as Markdown bullets: which kind of worker won each sum on this
-    run (fastest runs of the most workers measured), whether NumPy's processes beat the threads even
-    when sent nothing (its control, ``OWN_CHUNK``; ranked only where fastest runs and medians agree);
-    then when processes pay off for Python code: what sending a float cost one process (one worker's
-    fastest run less its control's, both printed) against the work n workers save on it (the loop's
-    time per float on one thread, times 1 - 1/n)."""
+    """The lesson's first takeaway, as a Markdown bullet: processes pay off only when sending an element
+    costs less than the work they save on it. For each sum with a control (``OWN_CHUNK``, nothing sent):
+    what sending a float cost one process (one worker's fastest run less its control's, as printed),
+    against the work n workers save on it (one thread's fastest time per float, times 1 - 1/n); then
+    which kind of worker won each sum on this run (fastest runs of the most workers measured), in words
+    the values choose."""
     n = max(next(iter(by.values())).timings)
-    limit = n / 4 if wait_limit is None else wait_limit  # a control that waited more ran no fair race
+    limit = n / 4 if wait_limit is None else wait_limit  # a control that waited more timed no fair baseline
+    tasks = ("sum_python", "sum_numpy")
+    name = {"sum_python": "the loop", "sum_numpy": "`np.sum`"}
     fastest = {key: s.timings[n].min for key, s in by.items()}
-    times = {task: (fastest[THREADS, task], fastest[PROCESSES, task]) for task in ("sum_numpy", "sum_python")}
-    said = {task: f"{format_seconds(t)} against {format_seconds(p)}" for task, (t, p) in times.items()}
-    if all(t <= p for t, p in times.values()):
-        head = (f"**On this run threads won both sums** ({n} workers, fastest runs, threads first): NumPy's "
-                f"{said['sum_numpy']}, the Python loop's {said['sum_python']}.")
+    times = {task: (fastest[THREADS, task], fastest[PROCESSES, task]) for task in tasks}
+    raced = (f"({n} workers, fastest runs): threads took " + ", ".join(
+        f"{format_seconds(t)} against {format_seconds(p)} for {name[task]}"
+        for task, (t, p) in times.items()))
+    costs = {}  # task: (sending a float, work on a float, bytes sent, CPU wait of its control)
+    for task in tasks:
+        control, floats = by.get((PROCESSES, OWN_CHUNK[task])), by[THREADS, task].nbytes // 8
+        if control is not None and floats:
+            # the difference of the two figures as printed (3 significant figures): it adds up on the page
+            extra = max(0.0, float(f"{by[PROCESSES, task].timings[1].min:.3g}")
+                        - float(f"{control.timings[1].min:.3g}"))
+            costs[task] = (extra / floats, by[THREADS, task].timings[1].min / floats,
+                           by[THREADS, task].nbytes, control.waited_for_cpu)
+    if not costs:
+        return (f"- **Processes pay off only where sending costs less than the work they save** "
+                f"(section 1): threads and processes {raced}. Sharing the array (lessons 04 to 08) takes "
+                "the sending away.")
+    saving = 1 - 1 / n  # the share of each element's work that n workers take off
+    sent = " and ".join(f"{_ns(send)} ns ({name[task]}'s {format_bytes(nbytes)}"
+                        + (f"; rough: its control's CPU wait {wait:.2f}, over the {limit:.2f} limit"
+                           if wait > limit else "") + ")"
+                        for task, (send, _, nbytes, wait) in costs.items())
+    saved = ", and ".join(f"{_ns(work * saving)} ns of {name[task]}'s {_ns(work)} ns"
+                          for task, (_, work, _, _) in costs.items())
+    lost = {task: times[task][1] > times[task][0] for task in costs}
+    costly = {task: costs[task][0] > costs[task][1] * saving for task in costs}
+    narrow = [name[task] for task in costs if max(times[task]) < 1.25 * min(times[task])]
+    if all(costly[task] == lost[task] for task in costs) and len(set(lost.values())) == 1:
+        who = "both" if len(costs) > 1 else f"{name[next(iter(costs))]}'s processes"
+        outcome = (f"so {who}" + (" lost" if any(lost.values()) else " won")
+                   + "".join(f", {who} narrowly" for who in narrow))
     else:
-        won = [f"{TASK_LABELS[task]} ({format_seconds(p)} against {format_seconds(t)} on threads)"
-               for task, (t, p) in times.items() if p < t]
-        head = f"**On this run processes won** on {n} workers: {' and '.join(won)}; threads won the rest."
-
-    def unfair(task):  # why the race of processes sent nothing against threads was not fair, if it was not
-        wait = max(by[PROCESSES, OWN_CHUNK[task]].waited_for_cpu, by[THREADS, task].waited_for_cpu)
-        return f"; CPU wait {wait:.2f}, over the {limit:.2f} limit: no fair race" if wait > limit else ""
-
-    numpy_own = by.get((PROCESSES, OWN_CHUNK["sum_numpy"]))
-    if numpy_own is not None:  # ranked on both measures: a ranking only one of them shows is noise
-        unsent, on_threads = numpy_own.timings[n], by[THREADS, "sum_numpy"].timings[n]
-        race = (f"(threads {format_seconds(on_threads.min)}, processes {format_seconds(unsent.min)} on "
-                f"fastest runs; {format_seconds(on_threads.median)} and {format_seconds(unsent.median)} on "
-                f"medians{unfair('sum_numpy')}).")
-        faster = [unsent.min < on_threads.min, unsent.median < on_threads.median]
-        head += (f" Whether NumPy's processes, sent nothing, beat its threads is not judged {race}"
-                 if unfair("sum_numpy") else
-                 f" Sent nothing, NumPy's processes beat its threads {race}"
-                 if unsent.min < 0.8 * on_threads.min and unsent.median < 0.8 * on_threads.median else
-                 f" Even sent nothing, NumPy's processes were barely faster than its threads {race}"
-                 if all(faster) else
-                 f" Even sent nothing, NumPy's processes were slower than its threads {race}"
-                 if not any(faster) else
-                 f" Sent nothing, NumPy's threads and processes tied: each won on one measure {race}")
-    loop_own = by.get((PROCESSES, OWN_CHUNK["sum_python"]))
-    floats = by[THREADS, "sum_python"].nbytes // 8  # float64
-    if loop_own is None or not floats:
-        return (f"- {head}\n- Processes pay off where there is Python work to split, once the array is "
-                "shared, not sent (lessons 04 to 08).")
-    one_thread = by[THREADS, "sum_python"].timings[1].min
-    one_process, one_control = by[PROCESSES, "sum_python"].timings[1].min, loop_own.timings[1].min
-    work = one_thread / floats
-    # the difference of the two figures as printed (3 significant figures), so that it adds up on the page
-    extra = max(0.0, float(f"{one_process:.3g}") - float(f"{one_control:.3g}"))
-    receiving = extra / floats
-    threads, processes = times["sum_python"]
-    saved = work * (1 - 1 / n)  # what n workers take off each element's work, sending aside
-    share = "half of that" if n == 2 else f"{1 - 1 / n:.0%} of that"
-    lost, costly = processes > threads, receiving > saved
-    sent_nothing = format_seconds(loop_own.timings[n].min)
-    numpy_sent, numpy_own = by.get((PROCESSES, "sum_numpy")), by.get((PROCESSES, OWN_CHUNK["sum_numpy"]))
-    loop_bytes = by[THREADS, "sum_python"].nbytes
-    big = ""  # the same cost per float at section 1's NumPy size, where it differs from the loop's
-    if numpy_sent is not None and numpy_own is not None and numpy_sent.nbytes != loop_bytes:
-        numpy_extra = max(0.0, numpy_sent.timings[1].min - numpy_own.timings[1].min)
-        per_float = numpy_extra / (numpy_sent.nbytes // 8)
-        big = f"; {per_float * 1e9:.0f} ns at {format_bytes(numpy_sent.nbytes)}, NumPy's sum"
-    rule = (f"**Only processes (or a free-threaded build) run Python code at once**, and they pay off "
-            f"only when moving an element to a process costs less than the work they save on it. "
-            f"One thread looped over {floats:,} floats in {format_seconds(one_thread)}, {work * 1e9:.1f} ns "
-            f"each; {n} processes save {share} ({saved * 1e9:.1f} ns). One process took "
-            f"{format_seconds(one_process)}, {format_seconds(extra)} more than "
-            f"its control, sent nothing: at {format_bytes(loop_bytes)}, moving a float to it cost "
-            f"about {receiving * 1e9:.1f} ns (pickled, piped, unpickled{big}), "
-            f"{'more' if costly else 'less'} than they save, "
-            f"{'so' if costly == lost else 'yet'} they {'lost' if lost else 'won'} (next point). "
-            f"Sent nothing, {n} of them took {sent_nothing}"
-            + (f" ({unfair('sum_python')[2:]})" if unfair("sum_python") else "")
-            + ". Heavier work per element, or sharing the array (lessons 04 to 08), tips the balance.")
-    return f"- {rule}\n- {head}"  # the rule first: this run's winners then read as its outcome
+        outcome = "and " + "; ".join(
+            f"{name[task]}'s processes {'lost' if lost[task] else 'won'}"
+            + (" narrowly" if name[task] in narrow else "")
+            + ("" if costly[task] == lost[task] else
+               f", though sending cost {'more' if costly[task] else 'less'} than they saved")
+            for task in costs)
+    return (f"- **Processes pay off only when sending an element costs less than the work they save on it** "
+            f"(section 1). Here sending a float to a process cost {sent}. Per float, {n} processes saved "
+            f"{saved}, {outcome} {raced}. Heavier work per element, or sharing the array (lessons 04 to 08), "
+            "tips the balance.")
 
 
 def format_change(nbytes: float) -> str:
