@@ -78,15 +78,19 @@ def _stop(process, timeout: float = STOP_TIMEOUT) -> None:
 
 
 @contextmanager
-def _child(context, target, *args) -> Iterator[tuple]:
+def _child(context, target, *args, pipe_bytes: int | None = None) -> Iterator[tuple]:
     """Start ``target(receiver, sender, *args)`` in a child over two one-way pipes.
 
     Yields (sender, receiver): the parent's ends. One-way pipes are what ``Pool`` and
-    ``ProcessPoolExecutor`` send tasks through. On exit the parent closes its sending end (the
-    child reads end of file and returns), then joins the child (terminates it if it hangs).
+    ``ProcessPoolExecutor`` send tasks through. ``pipe_bytes``: the capacity of the pipe to the
+    child (``set_pipe_capacity``); None keeps the system's default. On exit the parent closes its
+    sending end (the child reads end of file and returns), then joins the child (terminates it if
+    it hangs).
     """
     child_receiver, parent_sender = context.Pipe(duplex=False)
     parent_receiver, child_sender = context.Pipe(duplex=False)
+    if pipe_bytes is not None and set_pipe_capacity(parent_sender, pipe_bytes) is None:
+        raise OSError(f"cannot set the pipe's capacity to {pipe_bytes} bytes here")
     process = context.Process(target=target, args=(child_receiver, child_sender, *args), daemon=True)
     process.start()
     child_receiver.close()
@@ -111,8 +115,26 @@ def pickle_cost_breakdown(
     """
     dumps = time_it(lambda: ForkingPickler.dumps(array), repeat=repeat, warmup=warmup)
     payload = ForkingPickler.dumps(array)
+    pipe, loads = _time_pipe_and_loads(payload, context, repeat, warmup)
+    return PickleCostBreakdown(dumps=dumps, pipe=pipe, loads=loads, payload_bytes=len(payload))
+
+
+def time_pipe_stage(array: np.ndarray, context, pipe_bytes: int, repeat: int = 5,
+                    warmup: int = 1) -> Timing | None:
+    """``pickle_cost_breakdown``'s pipe stage, in seconds, through a pipe that holds ``pipe_bytes``
+    (``set_pipe_capacity``); None where the pipe's capacity cannot be set."""
+    if set_pipe_capacity(None, pipe_bytes) is None:
+        return None
+    pipe, _ = _time_pipe_and_loads(ForkingPickler.dumps(array), context, repeat, warmup, pipe_bytes)
+    return pipe
+
+
+def _time_pipe_and_loads(payload: bytes, context, repeat: int, warmup: int,
+                         pipe_bytes: int | None = None) -> tuple[Timing, Timing]:
+    """(pipe, loads) seconds: ``payload`` sent with ``send_bytes`` to a child that unpickles it and
+    answers with its ``loads`` time; the pipe stage is the round trip less that time."""
     pipe_runs, loads_runs = [], []
-    with _child(context, time_loads_of_received) as (sender, receiver):
+    with _child(context, time_loads_of_received, pipe_bytes=pipe_bytes) as (sender, receiver):
         for run in range(warmup + repeat):
             start = time.perf_counter()
             sender.send_bytes(payload)
@@ -121,12 +143,7 @@ def pickle_cost_breakdown(
             if run >= warmup:
                 pipe_runs.append(round_trip - loads_seconds)
                 loads_runs.append(loads_seconds)
-    return PickleCostBreakdown(
-        dumps=dumps,
-        pipe=Timing(tuple(pipe_runs)),
-        loads=Timing(tuple(loads_runs)),
-        payload_bytes=len(payload),
-    )
+    return Timing(tuple(pipe_runs)), Timing(tuple(loads_runs))
 
 
 def dumps_out_of_band(obj) -> tuple[bytes, list[pickle.PickleBuffer]]:
@@ -197,6 +214,26 @@ def pipe_capacity() -> int | None:
         os.close(write_end)
 
 
+def set_pipe_capacity(connection, n_bytes: int) -> int | None:
+    """Make the pipe behind ``connection`` hold ``n_bytes`` before its writer waits (Linux's
+    ``F_SETPIPE_SZ``; at most ``/proc/sys/fs/pipe-max-size``, 1 MiB by default); return the
+    capacity it got, or None where it cannot be set. ``connection`` None tries a new pipe."""
+    try:
+        import fcntl
+
+        set_size = fcntl.F_SETPIPE_SZ
+    except (ImportError, AttributeError):
+        return None
+    ends = os.pipe() if connection is None else ()
+    try:
+        return fcntl.fcntl(ends[1] if ends else connection.fileno(), set_size, n_bytes)
+    except OSError:  # above the system's limit, or over the user's total of pipe pages
+        return None
+    finally:
+        for end in ends:
+            os.close(end)
+
+
 def _read_exactly(fd: int, n: int) -> bytes:
     chunks = bytearray()
     while len(chunks) < n:
@@ -244,14 +281,14 @@ def receive_array(connection, transfer: str):
 
 
 @contextmanager
-def sum_server(context) -> Iterator[Callable[[np.ndarray, str], float]]:
+def sum_server(context, pipe_bytes: int | None = None) -> Iterator[Callable[[np.ndarray, str], float]]:
     """Start a child that answers each array sent to it with its sum.
 
     Yields ``ask(array, transfer) -> float``: name the transfer (one of TRANSFERS) in a small
     message, send the array that way, wait for the sum. The child is started with ``context``
-    (callers time ``ask`` only) and stopped on exit.
+    (callers time ``ask`` only) and stopped on exit; ``pipe_bytes`` as in ``_child``.
     """
-    with _child(context, sum_arrays_received) as (sender, receiver):
+    with _child(context, sum_arrays_received, pipe_bytes=pipe_bytes) as (sender, receiver):
 
         def ask(array: np.ndarray, transfer: str) -> float:
             if transfer not in TRANSFERS:

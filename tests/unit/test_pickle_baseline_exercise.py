@@ -81,3 +81,21 @@ def test_a_bad_worker_count_is_refused_clearly(n_workers):
                                          (0.00085, "0.00085")])
 def test_ratios_in_the_prose_keep_two_significant_digits(ratio, text):
     assert pickle_baseline.about(ratio) == text
+
+
+def test_a_pipe_is_made_to_hold_1_mib_or_the_helper_says_it_cannot():
+    got = pickle_baseline.set_pipe_capacity(None, MiB)
+    assert got is None or got >= MiB
+
+
+def test_the_direct_read_and_the_pipe_stage_work_through_a_1_mib_pipe():
+    """Lesson 02 times the direct read and the pipe stage again through a 1 MiB pipe (fewer fills)."""
+    import multiprocessing as mp
+
+    if pickle_baseline.set_pipe_capacity(None, MiB) is None:
+        pytest.skip("pipes cannot be resized here")
+    context, array = mp.get_context("spawn"), np.random.default_rng(4).random(2 * MiB // 8)
+    with pickle_baseline.sum_server(context, pipe_bytes=MiB) as ask:
+        assert ask(array, pickle_baseline.OUT_OF_BAND_DIRECT) == pytest.approx(float(np.sum(array)))
+    stage = pickle_baseline.time_pipe_stage(array, context, MiB, repeat=2)
+    assert len(stage.runs) == 2 and stage.min > 0
