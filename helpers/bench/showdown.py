@@ -54,10 +54,11 @@ def _factor(ratio: float) -> str:
     asks for), else two significant digits ('3.5', '27'); append the '×' yourself."""
     return f"{ratio:.2f}" if ratio < 2 else format_ratio(ratio)
 # The strategies the lesson's live run leaves to the reference results and the panel, and why (what
-# each copies, lesson 11 prints after its exercise): seconds of start-up, or the lesson's minute.
+# each copies, lesson 11 prints after its exercise): seconds of start-up, or a row that repeats another.
 NOT_LIVE = {
     "reducer_torch": "torch's import takes seconds, in the kernel and in each worker",
-    "reducer_shared_memory": "kept out to hold the lesson under a minute",
+    "reducer_shared_memory": ("the executor's mechanism, made by a pickler reduction: its row would "
+                              "repeat the executor's"),
     "dask_by_value": "a Dask cluster's start-up takes seconds",
     "dask_scatter": "a Dask cluster's start-up takes seconds",
 }
@@ -67,6 +68,7 @@ NOT_LIVE = {
 # measured (``ray_strategies.shared_ray_session``): ray.put once goes first, the way the decision
 # guide recommends, so its one store copy is measured; by value, after it, says it was not.
 RAY_MEASURED = "ray_object_store"
+RAY_AFTER_PUT = f" (`ray_by_value` after `{RAY_MEASURED}`, into its store pages)"
 
 
 def live_order(names: Sequence[str]) -> list[str]:
@@ -307,7 +309,7 @@ def _missing(names: Sequence[str], medians: dict) -> list[str]:
 
 
 def _pickle_much_slower(medians: dict) -> Claim:
-    text = (f"pickle far slower (≥ {MUCH_SLOWER:g}× the slowest way that shares: fork, sharedctypes, "
+    text = (f"pickle far slower (≥ {MUCH_SLOWER:g}× the slowest of fork, sharedctypes, "
             "SharedMemory, ray.put, memmap)")
     others = {name: medians[name] for name in BLOG_OTHERS if name in medians}
     if "pickle" not in medians or not others:
@@ -445,6 +447,9 @@ def claims_markdown(columns: Sequence[ClaimColumn]) -> str:
         cells = " | ".join(_cell(column.claims[index], marks[index]) for column, marks in zip(columns, noisy,
                                                                                           strict=True))
         lines.append(f"| {claim.claim} | {_cell(blog[index])} | {cells} |")
+    if any(any(marks) for marks in noisy):
+        lines.append(f"\n*{WITHIN_NOISE.capitalize()}*: this run's verdict on a gap under "
+                     f"{NOISE_FACTOR:g}×, where the same-size reference disagrees.")
     return "\n".join(lines)
 
 
@@ -457,8 +462,6 @@ def blog_timings_markdown(results: Sequence) -> str:
     lines = ["| way | the blog: × its fastest | this run: × its fastest |", "|---|---|---|"]
     for name, ms in sorted(BLOG_MS.items(), key=lambda item: item[1]):
         ours = f"{_factor(here[name] / here_fastest)}×" if name in here else "not run"
-        if name == "ray_by_value" and name in here and RAY_MEASURED in here:
-            ours += f" (after `{RAY_MEASURED}`, into its store pages)"
         lines.append(f"| {name} | {_factor(ms / blog_fastest)}× | {ours} |")
     return "\n".join(lines)
 
@@ -503,9 +506,10 @@ def _disk_or_tmpfs(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         there = twins[0].claims[2].factor
         same = (there >= SAME_WITHIN) == (factor >= SAME_WITHIN)
         text += (f": {'the same verdict as' if same else 'the opposite verdict to'} the reference's "
-                 f"{_factor(there)}× at this size, "
-                 + ("the same" if _disk_direction(there) == _disk_direction(factor) else "the other")
-                 + " direction")
+                 f"{_factor(there)}× at this size")
+        alike = _disk_direction(there) == _disk_direction(factor)
+        if not (alike and same):  # the same verdict in the same direction: said once
+            text += f", {'the same' if alike else 'the other'} direction"
     else:
         agrees = (factor >= SAME_WITHIN) == (statistics.median(factors) >= SAME_WITHIN)
         text += f", {_this_run_against(here.claims[2], noisy[2], agrees)}"
@@ -546,12 +550,20 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         there = [c for c in references if behind in c.medians]
         text += f"; `{behind}` there: {_times_fastest(there, behind)}" + (
             ", falling with size (a fixed cost per task)" if _falls(there, behind) else "")
+    # the slowest and every zero-copy way within NOISE_FACTOR of it: named together, not ranked
+    near = sorted((name for name in BLOG_ZERO_COPY if name in here.medians and name != slowest
+                   and here.medians[name] * NOISE_FACTOR > here.medians[slowest]),
+                  key=here.medians.__getitem__, reverse=True)
+    lead = f"`{slowest}`" if not near else (
+        _and([f"`{name}`" for name in (slowest, *near)]).replace(", and", " and") + " ("
+        + ", ".join(_times_fastest([here], name) for name in (slowest, *near))
+        + f": within {NOISE_FACTOR:g}×, not ranked)")
     if here.claims[1].holds and noisy[1]:
         how = f"within noise, so no verdict; slowest here: `{slowest}`"
     elif here.claims[1].holds:
         how = f"within {CLOSE_TOGETHER:g}×, as the blog found (slowest here: `{slowest}`)"
     else:
-        how = f"slowest `{slowest}`"
+        how = f"slowest {lead}"
         # The reference's slowest, too slow here on its own: the claim fails here for the reason said.
         alone = [name for name in sorted(failed) if name != slowest and name in here.medians
                  and _factor_of_fastest(here, name) > CLOSE_TOGETHER]
@@ -568,12 +580,10 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
                     + (", mapping afresh" if alone[0] == "shared_memory" else "") + " as on the reference")
         else:
             how += f", {_this_run_against(here.claims[1], noisy[1], slowest in failed)}"
-    if behind is not None:
-        how += f"; `{behind}` nearly as slow ({_times_fastest([here], behind)})"
     return f"{text}. This run: {_factor(here.claims[1].factor)}×, {how}."
 
 
-CLOSE_BEHIND = 1.25  # a zero-copy way within this factor of the slowest one is named beside it
+CLOSE_BEHIND = 1.25  # a zero-copy way within this factor of the slowest one gets the reference's ratios too
 
 
 def _close_behind(column: ClaimColumn, slowest: str) -> str | None:
@@ -643,14 +653,16 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
         # faster here and in the reference at every size: a cost, not noise (section 5's rule)
         everywhere = ctypes < shm and bool(refs) and all(
             c.medians["sharedctypes"] < c.medians["shared_memory"] for c in refs)
-        how = ("was faster" if ctypes * within < shm or everywhere else "was slower" if ctypes > shm * within
+        how = ("was faster" if ctypes * within < shm else "was slower" if ctypes > shm * within
                else "was within noise of it")
         joined = "and" if how == "was slower" else "but"
-        read_only += f" {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a))"
-        if everywhere:
-            read_only += " and in the reference at every size, but it"
+        figures = f"{ctypes:.3g}× against {shm:.3g}× floor (a)"
+        if everywhere and how != "was faster":  # too close to rank here: the reference's order
+            read_only += (f" was faster in the reference at every size (here {figures}, within {within:g}×), "
+                          "but it")
         else:
-            read_only += f" {joined}"
+            read_only += f" {how} here ({figures})"
+            read_only += " and in the reference at every size, but it" if everywhere else f" {joined}"
     read_only += " reaches workers only when they start."
     executor = ("- **Existing pool code:** the shared-memory executor (08) or a pickler reduction (09). The "
                 "executor copies each array per submit: put an array many tasks "
@@ -897,8 +909,7 @@ COPY_PER_TASK = ("pickle", "manager", "executor", "reducer_torch", "reducer_shar
 
 
 # What a way that does not copy per task does instead, when its fan-out is among the slowest.
-NOT_PER_TASK = {"joblib": ("copies it once per call, inside the timed call (the other sharing ways copy in "
-                           "setup, untimed)"),
+NOT_PER_TASK = {"joblib": "copies it once per call, inside the timed call (the others copy in setup)",
                 "memmap_disk": "copies nothing per task but maps the file afresh in every task",
                 "memmap_tmpfs": ("copies nothing per task, with more page faults per read than disk "
                                  "(lesson 06)"),
@@ -914,16 +925,23 @@ def _range(ratios: Sequence[float], form: Callable[[float], str] = format_ratio)
     return f"{low}×" if low == high else f"{low}× to {high}×"
 
 
-def _round_trips_against_floor_b(trip: dict[str, float], fresh_over_warm: float) -> str:
+def _round_trips_against_floor_b(trip: dict[str, float], fresh_over_warm: float,
+                                  far: str | None = None) -> str:
     """The sentence on round trips by how the result comes back, in multiples of floor (b): pickled
     through a pipe, written into a result made at set-up, or through a new segment or Ray's store;
-    the pipe's said to be the slowest only when ``NOISE_FACTOR`` or more above every other."""
+    the pipe's said to be the slowest only when ``NOISE_FACTOR`` or more above every other. ``far``:
+    a strategy whose round trip is far off the reference (``showdown_reference.far_off``), flagged
+    in its group."""
     pickled = [name for name in RESULT_PICKLED_BACK if name in trip]
     in_place = [name for name in RESULT_WRITTEN_IN_PLACE if name in trip]
     stored = [name for name in RESULT_IN_NEW_STORE if name in trip]
 
     def span(names: list[str]) -> str:
-        return _range([trip[name] / fresh_over_warm for name in names])
+        text = _range([trip[name] / fresh_over_warm for name in names])
+        if far in names and len(names) > 1:
+            text += (f" (`{far}`'s {format_ratio(trip[far] / fresh_over_warm)}×: far off the reference, "
+                     "section 6)")
+        return text
 
     parts = []
     if pickled:
@@ -933,8 +951,7 @@ def _round_trips_against_floor_b(trip: dict[str, float], fresh_over_warm: float)
             text += f", at least {_at_least(min(trip[n] for n in pickled) / max(others))}× any other"
         parts.append(text)
     if in_place:
-        text = (f"written into a result made and first filled untimed ({_names(in_place)}) {span(in_place)} "
-                "(a fresh one: about one floor (b) more)")
+        text = f"written into a result made and first filled untimed ({_names(in_place)}) {span(in_place)}"
         if "sharedctypes" in in_place and len(in_place) > 1 and trip["sharedctypes"] == min(
                 trip[name] for name in in_place):
             text += (", lowest `sharedctypes`: its workers got both arrays at start, the others map them per "
@@ -1028,7 +1045,7 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
                 f"{listed(beaten)}, which {_verb(beaten, 'copies', 'copy')} it per task")
         if "ray_by_value" in beaten and RAY_MEASURED in fan and "ray_by_value" not in said_after:
             said_after.add("ray_by_value")
-            text += f" (`ray_by_value` after `{RAY_MEASURED}`, into its store pages)"
+            text += RAY_AFTER_PUT
         sentences.append(text + _reference_disagrees(name, beaten, times, reference))
     if len(above) > 2:
         sentences.append(f"so did {joined([f'`{name}`' for name in above[2:]])}, beside a way that copies "
@@ -1078,8 +1095,7 @@ def _threads_round_trip(done: dict, fresh: float) -> str:
         return ""
     ratio = format_ratio(threads.round_trip.median / fresh)
     if threads.round_trip.median <= fresh:
-        return (f" `threads`' round trip ({ratio}× floor (b)) sends nothing, and its new array needs no "
-                "new segment.")
+        return f" `threads` {ratio}×: nothing is sent; a thread makes `array + 1` in this process."
     runs = len(threads.round_trip.runs)
     timed = "timed once" if runs == 1 else f"the median of {runs} runs"
     return (f" `threads`' round trip ({ratio}× floor (b), {timed}) "
@@ -1102,6 +1118,15 @@ def time_joblib_dump(array) -> Timing | None:
         return time_dump(array, Path(folder))
 
 
+def _under_floor_a(fan: dict[str, float]) -> str:
+    """The ways whose fan-out beat floor (a), with why they can: "" when none did."""
+    under = sorted((name for name in fan if fan[name] < 1), key=fan.__getitem__)
+    if not under:
+        return ""
+    return (_and([f"`{name}` ({format_ratio(fan[name])}×)" for name in under]) + " beat floor (a): a sum "
+            "only reads, a copy also writes.")
+
+
 def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing], joblib_dump: Timing | None = None,
                      references: Sequence = ()) -> str:
     """Markdown for lesson 11's time plot, every ordering read from ``results`` (the spreads are the
@@ -1115,10 +1140,20 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing], joblib_du
     trip = {name: r.round_trip.median / warm for name, r in done.items() if r.round_trip is not None}
     if len(fan) < 2 or len(trip) < 2:
         return "*What to see:* too few strategies ran here to compare."
+    from helpers.bench.showdown_reference import far_off
+
     dump = None if joblib_dump is None else joblib_dump.median / warm
-    parts = [_round_trips_against_floor_b(trip, fresh / warm),
-             _hypothesis(fan, dump, min((r.n_workers for r in done.values()), default=0),
-                         next((r for r in references if r.size_bytes == results[0].array_bytes), None))]
+    reference = next((r for r in references if r.size_bytes == results[0].array_bytes), None)
+    row = None if reference is None else far_off(results, warm, reference)
+    far = row[0].split("`")[1] if row and row[0].endswith("round trip") else None
+    trips = _round_trips_against_floor_b(trip, fresh / warm, far)
+    threads = _threads_round_trip(done, fresh).strip()
+    if trips and threads:
+        trips = trips[:-1] + ".\n  - " + threads
+    hypothesis = _hypothesis(fan, dump, min((r.n_workers for r in done.values()), default=0), reference)
+    if f"`ray_by_value` ran after `{RAY_MEASURED}`" in trips:  # said once is enough
+        hypothesis = hypothesis.replace(RAY_AFTER_PUT, "")
+    parts = [trips, _under_floor_a(fan), hypothesis]
     return "*What to see*:\n\n" + "\n".join(f"- {part.strip()}" for part in parts if part)
 
 
@@ -1131,11 +1166,17 @@ def _table(ratio: float) -> str:
     return f"{ratio:.3g}"  # the ways that send the array through a pipe per task (or per read)
 
 
+# The ways that copy the array per task into shared memory (a warm segment, Ray's object store).
+COPY_PER_TASK_SHARED = ("executor", "ray_by_value")
+
+
 def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     """Lesson 11's takeaways on time, as this run measured them (section 3): the fan-outs of the ways
-    that pickle the array through a pipe per task against those that map one copy, × floor (a); the
-    round trips pickled back against those written in place, × floor (b). A line whose ways did not
-    run is left out; no memory figure (the exercise's answer)."""
+    that pickle the array through a pipe per task, those that map one shared copy and those that copy
+    it per task into shared memory, × floor (a), as ranges (no ranking claimed); the round trips pickled back
+    against those written in place, × floor (b), as bounds (one far-off run moves no bound). Each line
+    only where its ways ran and its gap is ``NOISE_FACTOR`` or more; no memory figure (the exercise's
+    answer)."""
     warm, fresh = floors[0].median, floors[1].median
     done = ran(results)
     fan = {name: r.fan_out.median / warm for name, r in done.items() if r.fan_out is not None}
@@ -1143,17 +1184,21 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     lines = []
     piped = [name for name in PIPED_PER_TASK if name in fan]
     mapped = [name for name in RESULT_WRITTEN_IN_PLACE if name in fan]
-    if piped and mapped:
-        lines.append(f"- Copies per task are dear: fan-outs of {' and '.join(f'`{n}`' for n in piped)} took "
-                     f"{_range([fan[n] for n in piped], _table)} floor (a), of the segments and memmaps "
-                     f"{_range([fan[n] for n in mapped], _table)} (section 3).")
+    if piped and mapped and min(fan[n] for n in piped) >= NOISE_FACTOR * max(fan[n] for n in mapped):
+        text = (f"- Pickling per task is dear: per fan-out, {' and '.join(f'`{n}`' for n in piped)} took "
+                f"{_range([fan[n] for n in piped], _table)} floor (a); one shared copy, mapped, "
+                f"{_range([fan[n] for n in mapped], _table)}.")
+        shared = [name for name in COPY_PER_TASK_SHARED if name in fan]
+        if shared:  # a copy per task, but into shared memory: no pickle, no pipe
+            text = (text[:-1] + "; a copy per task into shared memory (" + ", ".join(f"`{n}`" for n in shared)
+                    + f"), {_range([fan[n] for n in shared], _table)}.")
+        lines.append(text[:-1] + " (section 3).")
     back = [name for name in RESULT_PICKLED_BACK if name in trip]
     in_place = [name for name in RESULT_WRITTEN_IN_PLACE if name in trip]
-    if back and in_place:
-        lines.append(f"- Share the result too: pickled back through a pipe it took "
-                     f"{_range([trip[n] for n in back])} floor (b); written into a segment or file "
-                     "made beforehand, "
-                     f"{_range([trip[n] for n in in_place])} (section 3).")
+    if back and in_place and min(trip[n] for n in back) >= NOISE_FACTOR * max(trip[n] for n in in_place):
+        lines.append(f"- Share the result too: pickled back through a pipe it took at least "
+                     f"{format_ratio(min(trip[n] for n in back))}× floor (b); written into a segment or file "
+                     f"made beforehand, at most {format_ratio(max(trip[n] for n in in_place))}× (section 3).")
     return "\n".join(lines)
 
 

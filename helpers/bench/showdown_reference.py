@@ -216,13 +216,26 @@ def _where(reference: Reference) -> str:
 FAR_OFF = 2.0  # a row whose ratio here over there is this far above the rows' median: likely noise
 
 
-def _far_off(ratios: dict[str, float], median: float) -> str:
-    """'; rerun before you read `joblib`'s fan-out, 5.3× the median' for the row furthest above the
-    median ratio when ``FAR_OFF`` or more above it (far from what the machines' difference predicts)."""
+def far_off(results: Sequence, warm: float, reference: Reference) -> tuple[str, float, float] | None:
+    """The row (as ``_ratios_here_over_there`` names it) whose ratio here over there is furthest above
+    the rows' median, with that ratio and its multiple of the median, when ``FAR_OFF`` or more above
+    it (far from what the machines' difference predicts); None otherwise, or without a row in both."""
+    ratios = _ratios_here_over_there(results, warm, reference) if isinstance(reference, Reference) else {}
+    if not ratios:
+        return None
+    median = statistics.median(ratios.values())
     high = max(ratios, key=ratios.__getitem__)
-    if ratios[high] < FAR_OFF * median:
+    return None if ratios[high] < FAR_OFF * median else (high, ratios[high], ratios[high] / median)
+
+
+def _far_off(results: Sequence, warm: float, reference: Reference) -> str:
+    """'. `joblib`'s round trip ran 6.8× the reference's ratio, 2.6 times the median: rerun before you
+    trust it' for ``far_off``'s row; "" when there is none."""
+    row = far_off(results, warm, reference)
+    if row is None:
         return ""
-    return f"; rerun before you read {high}, {format_ratio(ratios[high] / median)}× the median"
+    return (f". {row[0]} ran {format_ratio(row[1])}× the reference's ratio, {format_ratio(row[2])} times the "
+            "median: rerun before you trust it")
 
 
 def _orders_kept(results: Sequence, reference: Reference) -> str:
@@ -269,11 +282,11 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
     there = format_seconds(reference.floor_warm_s)
     if speed >= 1 and median > 1:  # fixed costs sped up less than copying: every ratio reads higher here
         return (f"This run's machine copies {factor}× faster than the reference's (floor (a): "
-                f"{format_seconds(warm)} here; {there} on the README's machine, {_where(reference)}); its "
+                f"{format_seconds(warm)} here; {there} on {_where(reference)}); its "
                 "start-ups and "
                 f"messages sped up less, so ratios here run higher "
                 f"({format_ratio(median)}× the reference's at the median). Compare orders, not ratios: "
-                + _orders_kept(results, reference) + _far_off(ratios, median) + ".")
+                + _orders_kept(results, reference) + _far_off(results, warm, reference) + ".")
     text = (f"Floor (a): {format_seconds(warm)} in this run ({here}), {there} in the reference "
             f"({_where(reference)}, README's machine table): this run's machine copies "
             f"{factor}× {'faster' if speed >= 1 else 'slower'}. A row that only copies would read 1× here "
