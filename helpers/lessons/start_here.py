@@ -11,6 +11,7 @@ holds its memory (``MemoryReport.steady``). Every size here is in bytes, every d
 
 from __future__ import annotations
 
+import inspect
 import mmap
 import multiprocessing as mp
 import os
@@ -171,6 +172,29 @@ def hold_in_workers(
         release.set()
         join_or_kill(processes)
     return Held([p.pid for p in processes if p.pid is not None], result)
+
+
+LAUNCH_LINES = ("context =", "release =", "readies =", "processes =", "try:", "for process in",
+                "process.start()", "wait_until_ready(", "finally:", "release.set()", "join_or_kill(")
+
+
+def launcher_lines() -> str:
+    """The working lines of ``hold_in_workers`` (how it starts its workers, waits until each is
+    ready, releases and joins them), dedented; ``...`` stands where two or more lines are cut."""
+    kept, cut, indent, cut_at = [], 0, None, 0  # cut_at: the indentation of the first line cut
+    for line in inspect.getsource(hold_in_workers).splitlines():
+        at = len(line) - len(line.lstrip())
+        if not line.strip().startswith(LAUNCH_LINES):
+            if line.strip() and not cut:
+                cut_at = at
+            cut += bool(line.strip())
+            continue
+        indent = at if indent is None else indent
+        if cut >= 2 and kept:
+            kept.append(" " * (cut_at - indent) + "...")
+        kept.append(line[indent:])
+        cut = 0
+    return "\n".join(kept)
 
 
 def hold_segment_in_workers(
@@ -356,7 +380,7 @@ def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Map
     lines = [format_measure_table(table, array_bytes)]
     if any(name.endswith(", no file pages") for name in last):
         lines.append("USS and PSS: /proc/PID/smaps read once in each state, file pages left out (as the "
-                     "check counts them);\nthe other rows: the sampler's medians.")
+                     "check counts them);\nthe other rows: track_memory's medians.")
     short = {row: name for name, row in MEASURES.items()}
     small = [f"{short.get(row.removesuffix(', no file pages'), row)} {format_bytes(grew)}"
              for row, grew in last.items() if grew is not None and abs(grew) < share * array_bytes]
@@ -407,7 +431,7 @@ def as_solved(counted: Mapping[str, float], name: str, n_readers: int) -> bool:
     return counted[name] >= low * expected and (high is None or counted[name] <= high * expected)
 
 
-MIN_READERS = 3  # workload B's readers only hold still: 3 of them whatever the CPUs, so that the
+MIN_READERS = 3  # workload B's readers read every page, then wait: at least 3 of them, so that the
 # counts (3, 1/3) differ from the 2 and 1/2 of "a shared page is counted twice, each sharer pays half"
 
 
@@ -420,8 +444,8 @@ EXERCISE = Exercise(
     name="who counts the shared array how often",
     question=("N_READERS workers each read every page of one shared segment. How many arrays does each "
               "measure count: a dict {'tracemalloc': ..., 'RSS sum': ..., 'USS sum': ..., 'PSS sum': ..., "
-              "'/dev/shm': ...}, each 0, 1 or N_READERS? And what share of an array does one reader's PSS "
-              "hold (key \"one reader's PSS\")?"),
+              "'/dev/shm': ...}, each 0, 1 or N_READERS? And how much of the array does one reader's PSS "
+              "hold (its PSS minus an idle worker's, as a fraction of the array; key \"one reader's PSS\")?"),
     check=_check_counts,
     solution=_worked_counts,
     explanation=("RSS counts a shared page once per process that maps it, USS only private pages, PSS "

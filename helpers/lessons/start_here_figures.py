@@ -34,7 +34,17 @@ def plot_rss_and_pss(report):
     report.plot("pss", ax=axes[1], title="PSS of each process and of the tree")
     for ax in axes:
         _stagger_mark_labels(ax)
+    _room_for_mark_labels(axes[0])  # the y axis is shared: one call moves both
     return fig
+
+
+def _room_for_mark_labels(ax, share: float = 0.3) -> None:
+    """Lower the y axis below 0 so that the bottom ``share`` of the axes, where the marks' labels
+    stand, holds no line; ticks stay at 0 and above."""
+    top = ax.get_ylim()[1]
+    ticks = [tick for tick in ax.get_yticks() if 0 <= tick <= top]
+    ax.set_ylim(-share / (1 - share) * top, top)
+    ax.set_yticks(ticks)
 
 
 def _stagger_mark_labels(ax, gap: float = 0.06) -> None:

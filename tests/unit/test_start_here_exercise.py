@@ -230,3 +230,12 @@ def test_the_by_kind_table_names_anonymous_pages_and_prints_small_growth_as_abou
 ])
 def test_the_check_cell_holds_a_count_near_the_worked_solution_only(name, counted, holds):
     assert start_here.as_solved({name: counted}, name, 3) is holds
+
+
+def test_the_launcher_lines_start_wait_for_release_and_join_the_workers():
+    lines = start_here.launcher_lines().splitlines()
+    assert lines[0] == "context = mp.get_context(start_method)", lines
+    started = "context.Process(target=target, args=(*args, ready, release))"
+    assert any(started in line for line in lines), lines
+    assert lines.index("    ...") < lines.index("finally:") < lines.index("    release.set()"), lines
+    assert lines[-1] == "    join_or_kill(processes)", lines
