@@ -107,21 +107,22 @@ def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], 
 
 
 def against_one_at_a_time(at_post: dict[str, float], alone: dict[str, float], cpus: int) -> str:
-    """A sentence setting each way's pipelined per-task seconds (``at_post``) beside its fastest task
-    one at a time (``alone``, same keys), with the likely reasons, labelled as not measured:
-    pipelining overlaps one task's pickling with another's unpickling (a cheaper list task); more
-    workers than CPUs make short tasks wait (a dearer proxy task). Empty when neither moved by more
-    than ``SAME_WITHIN``."""
+    """A sentence setting each way's pipelined per-task seconds (``at_post``) beside its median task
+    one at a time (``alone``, same keys), each change with its one likely reason: pipelining
+    overlaps one task's pickling with another's unpickling (a cheaper list task); more workers than
+    CPUs make short tasks wait (a dearer proxy task). Empty when neither moved by more than
+    ``SAME_WITHIN``."""
     words = {way: _compared(at_post[way], alone[way]) for way in ("every task", "proxy")}
     if set(words.values()) == {"about as much"}:
         return ""
     alone_text = {way: format_seconds(float(f"{alone[way]:.2g}")) for way in words}
-    sentence = f"One task at a time (above), they cost {alone_text['every task']} and {alone_text['proxy']}"
+    sentence = (f"One task at a time (medians above), they cost {alone_text['every task']} "
+                f"and {alone_text['proxy']}")
     reasons = []
     if words["every task"] == "less":
-        reasons.append("pipelining overlaps one task's pickling with another's unpickling")
+        reasons.append("the list gains as one task's pickling overlaps another's unpickling")
     if words["proxy"] == "more" and cpus < POST_WORKERS:
-        reasons.append(f"{POST_WORKERS} workers wait for {cpus} CPUs")
+        reasons.append(f"the proxy loses as {POST_WORKERS} workers wait for {cpus} CPUs")
     if not reasons:
         return sentence + "."
-    return sentence + ": likely, " + ", and ".join(reasons) + " (not measured)."
+    return sentence + "; pipelined, likely, " + ", and ".join(reasons) + "."

@@ -448,6 +448,18 @@ def resend_memory(report, largest: str = "largest per task") -> ResendMemory:
                         _own_pss(report.window("tasks done", "tasks done ends")) - idle_own, workers_after)
 
 
+def tree_worst(report, start: str, end: str) -> float:
+    """How far the whole tree (this process included) rose above the tree the report began with, at
+    its worst between the marks ``start`` and ``end``, read with ``pss_between_exact_reads``."""
+    first, last = report.marks[start], report.marks[end]
+    estimates = [sum(estimate.values()) for sample, estimate
+                 in zip(report.samples, pss_between_exact_reads(report.samples), strict=True)
+                 if first <= sample.time <= last]
+    if not estimates:
+        raise ValueError(f"no samples between {start!r} and {end!r}")
+    return max(estimates) - report.baseline.pss
+
+
 def tasks_to_pay_back(extra_start_up: float, saved_per_task: float) -> float | None:
     """How many tasks repay a way's extra start-up (seconds) by what it saves on each task
     (seconds); None when it saves nothing per task."""
@@ -676,20 +688,20 @@ def break_even_verdict(reads: float | None, n_items: int | None = None) -> str:
 
 
 def break_even_share_range(shares: Sequence[float | None]) -> str:
-    """Where a proxy starts to lose, as a rounded range of the list's share, worded to follow "until
-    a task reads" (estimates from several lines, e.g. through the fastest and through the median
-    tasks; None: it loses even with no read): "roughly 30% to 50% of the rows", "roughly 50% of the
-    rows", "more rows than the list holds" (every estimate past its length), "its first row" (every
-    estimate None or under 1%)."""
+    """Where a proxy starts to lose, as the range of the list's share, in whole percent, worded to
+    follow "until a task reads" (estimates from several lines, e.g. through the fastest and through
+    the median tasks; None: it loses even with no read): "between 33% and 65% of the rows", "50% of
+    the rows", "more rows than the list holds" (every estimate past its length), "its first row"
+    (every estimate None or under 1%)."""
     known = sorted(min(share, 1.0) for share in shares if share)
     if not known or known[-1] < 0.01:
         return "its first row"
     if known[0] >= 1.0:
         return "more rows than the list holds"
-    low, high = (f"{round(share, 1) if share >= 0.1 else share:.0%}" for share in (known[0], known[-1]))
+    low, high = (f"{share:.0%}" for share in (known[0], known[-1]))
     if known[-1] >= 1.0:
-        return f"roughly {low} of the rows, or more than the list holds"
-    return f"roughly {low} of the rows" if low == high else f"roughly {low} to {high} of the rows"
+        return f"{low} of the rows or more than the list holds"
+    return f"{low} of the rows" if low == high else f"between {low} and {high} of the rows"
 
 
 def approx_ratio(ratio: float) -> str:

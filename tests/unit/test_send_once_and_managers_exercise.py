@@ -108,9 +108,9 @@ def test_prose_figures_keep_two_significant_digits():
 
 def test_the_break_even_range_rounds_both_estimates():
     share_range = send_once_and_managers.break_even_share_range
-    assert share_range([0.54, 0.32]) == "roughly 30% to 50% of the rows"
-    assert share_range([0.52, 0.48]) == "roughly 50% of the rows"
-    assert share_range([0.6, 1.7]) == "roughly 60% of the rows, or more than the list holds"
+    assert share_range([0.646, 0.334]) == "between 33% and 65% of the rows"
+    assert share_range([0.521, 0.518]) == "52% of the rows"
+    assert share_range([0.6, 1.7]) == "60% of the rows or more than the list holds"
     assert share_range([1.2, 3.0]) == "more rows than the list holds"
     assert share_range([None, 0.0]) == "its first row"
-    assert share_range([0.03, None]) == "roughly 3% of the rows"
+    assert share_range([0.03, None]) == "3% of the rows"

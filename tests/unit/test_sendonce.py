@@ -167,6 +167,23 @@ def test_resend_memory_splits_the_peak_and_what_stays_between_this_process_and_t
     assert (memory.after, memory.after_parent, memory.workers_after) == (220, 20, 200)
 
 
+def test_tree_worst_is_the_whole_trees_highest_sample_between_two_marks_above_the_first():
+    import os
+
+    from helpers.measure.memory import MemoryReport
+
+    def sample(time, own, worker):
+        processes = {os.getpid(): ProcessMemory(own, own, own), 1: ProcessMemory(worker, worker, worker)}
+        return TreeSample(time=time, processes=processes, shm=0, cgroup=None)
+
+    report = MemoryReport(interval=0.1)
+    report.samples = [sample(0, 100, 0), sample(1, 300, 100), sample(2, 150, 400), sample(3, 900, 900)]
+    report.marks = {"start": 1, "held": 2, "later": 3}
+    assert send_once_and_managers.tree_worst(report, "start", "held") == 450  # 150 + 400 - 100
+    with pytest.raises(ValueError):
+        send_once_and_managers.tree_worst(report, "held", "start")
+
+
 def test_install_pays_back_its_extra_start_up_by_what_each_task_saves():
     from helpers.lessons import send_once_and_managers_figures as figures
 
