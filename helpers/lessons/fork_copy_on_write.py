@@ -386,12 +386,12 @@ def section_2_checks(least: Mapping[str, int], most: Mapping[str, int], rows_par
     USS one of its workers made private, ``rows_part`` is what the rows added to one collection."""
     collect, frozen_collect = least["gc.collect()"], most["gc.collect(), gc.freeze()"]
     return {
-        "a": least["iterate"] >= 0.75 * rows_bytes,  # iterating copies (nearly) all the rows
-        "b": least["iterate, gc.freeze()"] >= 0.75 * rows_bytes,  # so it does after gc.freeze()
-        "c": (rows_part >= 0.3 * rows_bytes  # a collection copies the rows' lists...
-              and least["gc.collect(), rows freed"] > 2 * frozen_collect),
-        "d": frozen_collect <= 0.25 * collect,  # ...which gc.freeze() spares
-        "e": rows_part <= 0.75 * rows_bytes,  # ...and not their floats
+        "iterating-copies": least["iterate"] >= 0.75 * rows_bytes,  # (nearly) all the rows
+        "frozen-iterating-copies": least["iterate, gc.freeze()"] >= 0.75 * rows_bytes,  # so after gc.freeze()
+        "collection-copies-lists": (rows_part >= 0.3 * rows_bytes  # a collection copies the rows' lists...
+                                    and least["gc.collect(), rows freed"] > 2 * frozen_collect),
+        "freeze-spares-collections": frozen_collect <= 0.25 * collect,  # ...which gc.freeze() spares
+        "collection-spares-floats": rows_part <= 0.75 * rows_bytes,  # ...and not their floats
     }
 
 
@@ -404,12 +404,13 @@ SECTION_2_HOLDS = ("per worker, iterating made at least 0.75 of the rows' footpr
 EXERCISE_TOLERANCE = 0.25  # of the rows' footprint: how far a prediction may be from this run's figure
 
 
-def _check_private_fractions(answer, plain: float, frozen: float, collect: float) -> str | None:
-    keys = {"plain", "frozen", "collect"}
+def _check_private_fractions(answer, plain: float, frozen: float, collect: float,
+                             frozen_collect: float) -> str | None:
+    keys = {"plain", "frozen", "collect", "frozen collect"}
     if (not isinstance(answer, Mapping) or set(answer) != keys
             or not all(isinstance(v, int | float) for v in answer.values())):
-        return ("answer with a dict of three numbers, {'plain': ..., 'frozen': ..., 'collect': ...}, "
-                "in rows' footprints")
+        return ("answer with a dict of four numbers, {'plain': ..., 'frozen': ..., 'collect': ..., "
+                "'frozen collect': ...}, in rows' footprints")
     for key, measured, why in (
             ("plain", plain, "iterating names every row and every float, and each name adds 1 to a "
              "reference count stored in the object: a write, so the page is copied for the worker"),
@@ -417,7 +418,9 @@ def _check_private_fractions(answer, plain: float, frozen: float, collect: float
              "still writes every reference count"),
             ("collect", collect, "the worker names no row, but a collection writes into the header of "
              "every object the collector tracks: the rows' lists, not their floats (it does not track "
-             "them)")):
+             "them)"),
+            ("frozen collect", frozen_collect, "after gc.freeze() a collection skips every frozen object, "
+             "the rows' lists and the notebook's own: it writes almost nothing the parent shares")):
         if abs(answer[key] - measured) > EXERCISE_TOLERANCE:
             return (f"{key!r}: each worker made {measured:.2f} of the rows' footprint private here, not "
                     f"{answer[key]!r}; {why}")
@@ -426,24 +429,28 @@ def _check_private_fractions(answer, plain: float, frozen: float, collect: float
 
 EXERCISE = Exercise(
     name="reading inherited objects",
-    question=("what fraction of the rows' footprint does each worker of the three sets make private? "
-              "Answer {'plain': ..., 'frozen': ..., 'collect': ...}."),
+    question=("what fraction of the rows' footprint does each worker of the four sets make private? "
+              "Answer {'plain': ..., 'frozen': ..., 'collect': ..., 'frozen collect': ...}."),
     check=_check_private_fractions,
-    solution=lambda plain, frozen, collect: {"plain": 1.0, "frozen": 1.0, "collect": 0.5},
+    solution=lambda plain, frozen, collect, frozen_collect: {"plain": 1.0, "frozen": 1.0, "collect": 0.5,
+                                                             "frozen collect": 0.0},
     explanation=("Reading a Python object writes its reference count, so each worker copies nearly every "
                  "page of the rows it touches, and gc.freeze() does not stop that; a collection touches "
                  "no reference count but writes the header of every object it tracks: the rows' lists, "
-                 "about half their footprint."),
+                 "about half their footprint; gc.freeze() keeps a collection out of them, so it copies "
+                 "almost nothing."),
     misconceptions=(
-        ({"plain": 0.0, "frozen": 0.0, "collect": 0.0},
+        ({"plain": 0.0, "frozen": 0.0, "collect": 0.0, "frozen collect": 0.0},
          "reading inherited objects copies nothing, as reading the inherited array does"),
-        ({"plain": 1.0, "frozen": 1.0, "collect": 0.0},
+        ({"plain": 1.0, "frozen": 1.0, "collect": 0.0, "frozen collect": 0.0},
          "fork copies any Python object a child touches, and nothing else"),
-        ({"plain": 1.0, "frozen": 0.0, "collect": 0.5},
+        ({"plain": 1.0, "frozen": 0.0, "collect": 0.5, "frozen collect": 0.0},
          "gc.freeze() in the parent keeps the rows' pages shared"),
-        ({"plain": 1.0, "frozen": 0.6, "collect": 0.5},
+        ({"plain": 1.0, "frozen": 0.6, "collect": 0.5, "frozen collect": 0.0},
          "gc.freeze() spares part of the copy: the collector's share of the writes"),
-        ({"plain": 1.0, "frozen": 1.0, "collect": 1.0},
+        ({"plain": 1.0, "frozen": 1.0, "collect": 1.0, "frozen collect": 0.0},
          "a collection writes into every object, the floats too"),
+        ({"plain": 1.0, "frozen": 1.0, "collect": 0.5, "frozen collect": 0.5},
+         "gc.freeze() is useless: it spares neither reading nor collecting"),
     ),
 )

@@ -1,7 +1,7 @@
 """Lesson 04's "Your turn" on a real measurement (forked workers iterating over inherited rows, as is
 and after gc.freeze(), their USS read from /proc): a wrong prediction fails the check cell with a
 hint, the worked solution passes. 'collect' is a worker's gc.collect() with the rows, beyond one
-with the rows freed."""
+with the rows freed; 'frozen collect' a worker's whole gc.collect() after gc.freeze()."""
 
 import numpy as np
 import pytest
@@ -29,6 +29,7 @@ def measured():
                 "collect": fork_copy_on_write.fan_out("fork", "collect garbage", N_WORKERS)}
         with fork_copy_on_write.frozen_gc():
             fans["frozen"] = fork_copy_on_write.fan_out("fork", "iterate inherited rows", N_WORKERS)
+            fans["frozen_collect"] = fork_copy_on_write.fan_out("fork", "collect garbage", N_WORKERS)
     del rows
     no_rows = fork_copy_on_write.fan_out("fork", "collect garbage", N_WORKERS)
     share = {name: float(np.mean([w.uss_growth for w in fan.workers])) / size for name, fan in fans.items()}
@@ -38,17 +39,20 @@ def measured():
 
 @pytest.mark.parametrize("wrong, hint", [
     # "nothing is copied, as with the array"
-    ({"plain": 0.0, "frozen": 0.0, "collect": 0.0}, "'plain'.*reference count"),
+    ({"plain": 0.0, "frozen": 0.0, "collect": 0.0, "frozen collect": 0.0}, "'plain'.*reference count"),
     # "gc.freeze() keeps the rows shared"
-    ({"plain": 1.0, "frozen": 0.0, "collect": 0.5}, "'frozen'.*gc.freeze"),
+    ({"plain": 1.0, "frozen": 0.0, "collect": 0.5, "frozen collect": 0.0}, "'frozen'.*gc.freeze"),
     # "only what a child touches is copied"
-    ({"plain": 1.0, "frozen": 1.0, "collect": 0.0}, "'collect'.*header"),
+    ({"plain": 1.0, "frozen": 1.0, "collect": 0.0, "frozen collect": 0.0}, "'collect'.*header"),
     # "a collection writes every object"
-    ({"plain": 1.0, "frozen": 1.0, "collect": 1.0}, "'collect'.*floats"),
-    ({"plain": 5.0, "frozen": 5.0, "collect": 5.0}, "'plain'"),  # "the whole parent is copied"
-    ({"plain": 1.0, "frozen": 1.0}, "dict of three numbers"),
-    ([1.0, 1.0, 0.5], "dict of three numbers"),
-    ({"plain": "all", "frozen": 1.0, "collect": 0.5}, "dict of three numbers"),
+    ({"plain": 1.0, "frozen": 1.0, "collect": 1.0, "frozen collect": 0.0}, "'collect'.*floats"),
+    # "gc.freeze() is useless"
+    ({"plain": 1.0, "frozen": 1.0, "collect": 0.5, "frozen collect": 0.5}, "'frozen collect'.*skips"),
+    # "the whole parent is copied"
+    ({"plain": 5.0, "frozen": 5.0, "collect": 5.0, "frozen collect": 5.0}, "'plain'"),
+    ({"plain": 1.0, "frozen": 1.0, "collect": 0.5}, "dict of four numbers"),
+    ([1.0, 1.0, 0.5, 0.0], "dict of four numbers"),
+    ({"plain": "all", "frozen": 1.0, "collect": 0.5, "frozen collect": 0.0}, "dict of four numbers"),
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
     assert_wrong_answer_fails(fork_copy_on_write.EXERCISE, wrong, hint, monkeypatch, **measured)
@@ -70,5 +74,6 @@ def test_section_2_checks_hold_on_the_solutions_figures_and_fail_on_a_misconcept
     most = {"gc.collect(), gc.freeze()": MiB}
     assert all(fork_copy_on_write.section_2_checks(least, most, 0.5 * rows, rows).values())
     frozen_spares_iterating = {**least, "iterate, gc.freeze()": 0}
-    assert not fork_copy_on_write.section_2_checks(frozen_spares_iterating, most, 0.5 * rows, rows)["b"]
-    assert not fork_copy_on_write.section_2_checks(least, most, rows, rows)["e"]
+    held = fork_copy_on_write.section_2_checks(frozen_spares_iterating, most, 0.5 * rows, rows)
+    assert not held["frozen-iterating-copies"]
+    assert not fork_copy_on_write.section_2_checks(least, most, rows, rows)["collection-spares-floats"]
