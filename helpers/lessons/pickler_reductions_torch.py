@@ -586,8 +586,8 @@ def _resend_solution(copied: Mapping[str, Mapping[str, bool]]) -> dict[str, str]
 
 EXERCISE = Exercise(
     name="what crosses again without a copy",
-    question=("a worker whose Pool initializer called share_arrays(how) received `received` through a "
-              "reduction and sends on each of "
+    question=("`received` came through a reduction, and the process that received it, sharing the same "
+              "way, sends on each of "
               f"{list(RESENDS)}. Which cross as a description of the same shared memory ('shared') "
               "and which are copied into new shared memory ('copied')? Answer with a dict."),
     check=_check_resend_prediction,

@@ -75,6 +75,17 @@ def remote_below_local(rows: list[dict]) -> str:
             + f" (local {_span(local)}, remote {_span(remote)}). ")
 
 
+def cold_words(cold_ratios) -> str:
+    """How the cold torch-free trips compare with floor (b), from their ratios to it: 'about (b)' when
+    every one lies within 0.8-1.25×, else 'under (b)', 'over (b)' or 'around (b)' (some each side)."""
+    ratios = list(cold_ratios)
+    if all(0.8 <= r <= 1.25 for r in ratios):
+        return "about (b)"
+    if max(ratios) < 1:
+        return "under (b)"
+    return "over (b)" if min(ratios) > 1 else "around (b)"
+
+
 def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
     """Section 3's *What to see* and conclusion. ``mmap_threshold`` (bytes): from this size up, glibc's
     ``malloc`` gives each of the pickle's buffers new pages, so its ratio is given to floor (b) there,
@@ -127,10 +138,9 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
         + (f"Locally a pickle beat torch's private-array trip at "
            f"{' and '.join(map(format_bytes, pickle_first))}: a new storage costs floor (b). " if pickle_first
            else "")
-        + f"Cold, the torch-free trip took {format_ratio(cold['local'])}× (b) locally, "
-          f"{format_ratio(cold['remote'])}× remote, at {format_bytes(largest)}"
-        + (": under 1×, it beat the floor it contains, as a new lent segment maps its pages in bulk (so does "
-           "lesson 08's `copy_of`), (b) one fault at a time. " if min(cold.values()) < 1 else ". ")
+        + f"Cold, the torch-free trip took {cold_words(cold.values())} at {format_bytes(largest)}: "
+          f"{format_ratio(cold['local'])}× locally, {format_ratio(cold['remote'])}× remote "
+          "(one cold call each). "
         + remote_below_local(rows)
         + "Through a worker, every reduction beat the pickle "
         + ("at every size" if beaten_from == smallest

@@ -33,8 +33,10 @@ def test_the_round_trips_paragraph_says_what_the_table_says():
     assert ("beat the pickle at every size, and an array already shared beat every other trip at every "
             "size.") in said
     assert "locally torch-free's took 20 µs, torch's 300 µs (0.047% of (b) at 64 MiB)" in said  # 0.3 / 640 ms
-    assert ("Cold, the torch-free trip took 0.11× (b) locally, 0.11× remote, at 64 MiB: under 1×, it beat "
-            "the floor it contains, as a new lent segment maps its pages in bulk") in said  # 70, 72 / 640 ms
+    assert ("Cold, the torch-free trip took under (b) at 64 MiB: 0.11× locally, 0.11× remote (one cold call "
+            "each).") in said  # 70, 72 / 640 ms
+    assert text.cold_words([0.95, 0.94]) == "about (b)" and text.cold_words([0.7, 1.1]) == "around (b)"
+    assert text.cold_words([1.3, 1.5]) == "over (b)"
     assert ("Torch's private-array trip at 64 MiB ran 1.6× faster remote than local, though remote contains "
             "local: its runs do not overlap, so something slowed the local ones (local 640 ms, remote "
             "390 ms).") in said
