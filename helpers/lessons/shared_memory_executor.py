@@ -394,6 +394,29 @@ KILLED_PROGRAM = """
 
 
 @dataclass(frozen=True)
+class IdleExpiry:
+    """What ``pool``'s idle segments held in /dev/shm once calls stopped (``held_bytes``, ``count``),
+    and the seconds until its expiry thread had unlinked them all (None: not within the limit)."""
+
+    held_bytes: int
+    count: int
+    gone_after: float | None
+
+
+def watch_idle_expiry(pool, limit_seconds: float = 30.0) -> IdleExpiry:
+    """Measure the /dev/shm bytes (allocated blocks) of the segments ``pool`` holds now, then poll
+    until none of them exists any more, or ``limit_seconds`` passed: no call is made meanwhile."""
+    paths = [SHM_DIR / name.lstrip("/") for name in pool.names()]
+    held = sum(path.stat().st_blocks * 512 for path in paths if path.exists())
+    started = time.monotonic()
+    while time.monotonic() - started < limit_seconds:
+        if not any(path.exists() for path in paths):
+            return IdleExpiry(held, len(paths), time.monotonic() - started)
+        time.sleep(0.05)
+    return IdleExpiry(held, len(paths), None)
+
+
+@dataclass(frozen=True)
 class KillOutcome:
     """A program SIGKILLed mid-task: its segments, those left after ``waited`` s, seconds until the last went
     (None: not in the wait), its workers alive then (ended by us after), the tracker's warnings; then,

@@ -40,46 +40,45 @@ def hand_built_conclusion(parts: CallAndParts) -> str:
 def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: RoundTrips, firsts: Timing,
                             first_segments: Timing, new_parts: NewResultParts, ours_new: Timing,
                             parts: CallAndParts, array_bytes: int, small_bytes: int) -> str:
-    """Section 5's *What to see* and conclusion: the stdlib's warm echo against ours and floor (a),
-    a first call against its new segment and copy alone (``first_segments``, timed in turns with the
-    first calls), echoes already shared at two sizes, a sum read by the
-    worker, and ``x + 1`` against its parts timed apart (a sum's call less the sum, ``x + 1`` here, a
-    new segment made and unlinked)."""
-    extra = firsts.min - first_segments.min  # a first call less its segment and copy alone (fastest runs)
+    """Section 5's *What to see* (three paragraphs, medians as in the figure) and conclusion: the
+    stdlib's warm echo against ours and floor (a), a first call against its new segment and copy
+    alone (``first_segments``, timed in turns with the first calls); echoes already shared at two
+    sizes; a sum read by the worker, and ``x + 1`` against its parts (a sum's call less the sum,
+    ``x + 1`` here, section 2's new segment made and unlinked)."""
+    extra = firsts.median - first_segments.median  # a first call less its segment and copy alone
     added = (f"; the message and the worker's attach added {format_seconds(extra)}"
-             if extra > 0.1 * firsts.min else ", so the message is lost in the noise")
-    first = (f"First calls, the pool emptied before each, made a segment: fastest "
-             f"{format_seconds(firsts.min)}, against {format_seconds(first_segments.min)} for the segment "
-             f"and copy alone, timed in turns{added}.")
+             if extra > 0.1 * firsts.median else ", so the message is lost in the noise")
+    first = (f"A first call, the pool emptied before it, makes a segment: "
+             f"{format_seconds(firsts.median)}, against {format_seconds(first_segments.median)} for that "
+             f"segment and copy alone, timed in turns{added}.")
     carried = new_parts.read.median - new_parts.sum_here.median  # a warm sum's call less the sum itself
     new_sum = carried + new_parts.compute.median + parts.copy_of.median + parts.release.median
     rest = ours_new.median - new_sum  # what the parts, timed apart, leave of the call
     left = ("" if abs(rest) < 0.04 * ours_new.median else
             f"; {format_seconds(rest)} not broken down" if rest > 0 else
             f", {round(-100 * rest / ours_new.median)}% more than the call")
-    size_ratio = ours.shared.min / ours_small.shared.min
-    shared = (f"Already shared, fastest runs: {format_seconds(ours.shared.min)} at "
-              f"{format_bytes(array_bytes)}, "
-              f"{format_seconds(ours_small.shared.min)} at {format_bytes(small_bytes)}, "
+    size_ratio = ours.shared.median / ours_small.shared.median
+    shared = (f"Already shared, an echo took {format_seconds(ours.shared.median)} at "
+              f"{format_bytes(array_bytes)} and {format_seconds(ours_small.shared.median)} at "
+              f"{format_bytes(small_bytes)}: "
               + (f"{about(size_ratio)}× the time" if size_ratio >= 1.1 else "about the same time")
-              + f" for {about(array_bytes / small_bytes)}× the bytes: the message, not the array.")
+              + f" for {about(array_bytes / small_bytes)}× the bytes. The message costs this, not the array.")
     faults = max(new_parts.read_shared.median - new_parts.sum_here.median, 0.0)  # a shared sum less the sum
     return (
-        f"*What to see:* a warm echo took {format_seconds(stdlib.warm.median)} through the stdlib (median of "
-        f"{len(stdlib.warm.runs)} calls after a first one), "
+        f"*What to see* (medians, as in the figure): a warm echo took {format_seconds(stdlib.warm.median)} "
+        f"through the stdlib ({len(stdlib.warm.runs)} calls after a first one), "
         f"**{about(stdlib.warm.median / ours.warm.median)}×** ours ({format_seconds(ours.warm.median)}, "
-        f"{about(ours.warm.median / parts.warm.median)}× floor (a); fastest runs "
-        f"{about(ours.warm.min / parts.warm.min)}×). "
-        f"{first} {shared} "
-        f"A sum took {format_seconds(new_parts.read.median)} warm, "
-        f"{format_seconds(new_parts.read_shared.median)} already shared, "
-        f"{format_seconds(new_parts.sum_here.median)} here: each task maps the segment afresh; "
-        "its first touch of each page is a minor fault (no copy), about "
+        f"{about(ours.warm.median / parts.warm.median)}× floor (a)). {first}"
+        f"\n\n{shared}"
+        f"\n\nA sum took {format_seconds(new_parts.read.median)} warm, "
+        f"{format_seconds(new_parts.read_shared.median)} already shared and "
+        f"{format_seconds(new_parts.sum_here.median)} in this process. Each task maps the segment afresh, "
+        "and its first touch of each page is a minor fault (the page is mapped, nothing is copied): about "
         f"{format_seconds(faults)} a call. "
-        f"`x + 1` took {format_seconds(ours_new.median)} warm; its parts, timed apart, "
+        f"`x + 1` took {format_seconds(ours_new.median)} warm. Its parts add up to "
         f"{format_seconds(new_sum)}: the warm sum's call less the sum ({format_seconds(carried)}: copy, "
-        f"messages, faults), `x + 1` here ({format_seconds(new_parts.compute.median)}), a new segment's "
-        f"`copy_of` and unlink ({format_seconds(parts.copy_of.median)} + "
+        f"messages, faults), `x + 1` here ({format_seconds(new_parts.compute.median)}), and a new segment "
+        f"made and unlinked (section 2's steps 1 and 4, {format_seconds(parts.copy_of.median)} + "
         f"{format_seconds(parts.release.median)}){left}."
         "\n\n**Conclusion.** Warm: one copy into old pages plus a message; shared once: the message. Reading "
         "the array adds the worker's page faults; a new big result, a new segment.")

@@ -7,7 +7,9 @@ the way that avoids it (``submit_then_unpack``). Sizes are bytes, times seconds.
 
 from __future__ import annotations
 
+import inspect
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -62,16 +64,22 @@ class Tour:
             return "yes" if flag else "no"
 
         return [
-            f"a task that raised gave the caller:                      {self.raised}",
-            f"bytes still lent by the pool after that failed task:     {self.lent_after_error}",
-            f"dict, namedtuple, list and tuple came back as such:      {yes(self.containers_kept)}",
-            f"the big arrays in them came back in shared memory:       {yes(self.big_ones_shared)}",
-            f"the 100 labels in them (under 1 MiB) were pickled:       {yes(self.small_ones_pickled)}",
-            f"the record array came back with its dtype and bytes:     {yes(self.table_same)}",
-            f"a slice the worker returned views our SharedNDArray:     {yes(self.result_views_argument)}",
-            f"x + 1 computed by the worker equals ours:                {yes(self.new_result_right)}",
-            f"the worker's writes into a SharedNDArray reached us:     {yes(self.writes_to_shared_seen)}",
-            f"the worker's writes into a private array reached us:     {yes(self.writes_to_private_seen)}",
+            'submit(fill_in_place, source, "not a number")   # raises in the worker',
+            f"    the caller got: {self.raised}; bytes the pool still lent after it: {self.lent_after_error}",
+            'submit(echo, {"batch": Batch(images=source, labels=np.arange(100)),'
+            ' "extras": [source[:n // 2], ("tag", 3)]})',
+            f"    dict, namedtuple, list and tuple came back as such: {yes(self.containers_kept)}; the big "
+            f"arrays in shared memory: {yes(self.big_ones_shared)}; the labels (under 1 MiB) pickled: "
+            f"{yes(self.small_ones_pickled)}",
+            "submit(echo, table)   # a record array (timestamp, price, ticker per row)",
+            f"    came back with its dtype and bytes: {yes(self.table_same)}",
+            "submit(plus_one_and_slice, shared.array)   # shared = SharedNDArray.copy_of(source)",
+            f"    x + 1 equals ours: {yes(self.new_result_right)}; the slice returned views our "
+            f"SharedNDArray: {yes(self.result_views_argument)}",
+            "submit(fill_in_place, shared.array, 0.5)",
+            f"    our SharedNDArray changed: {yes(self.writes_to_shared_seen)}",
+            "submit(fill_in_place, private, 0.5)   # private = source.copy()",
+            f"    our private array changed: {yes(self.writes_to_private_seen)}",
         ]
 
 
@@ -241,3 +249,13 @@ def unpack_in_a_done_callback(context, array: np.ndarray, unpack_delay: float = 
         own_waiter.start()
         own_waiter.join()
     return CallbackRace(waiter_got[0], after_callback, own_got[0] if own_got else "nothing", unpack_delay)
+
+
+def source_of_share() -> str:
+    """The source of ``share``, the function ``SharedMemoryExecutor._pack`` defines inside itself and
+    hands to ``transit.pack``: what becomes of each big array (read from the library, not copied)."""
+    lines = inspect.getsource(SharedMemoryExecutor._pack).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("def share("))
+    end = next(i for i, line in enumerate(lines) if line.lstrip().startswith("packed = pack("))
+    return textwrap.dedent("\n".join(lines[start:end]).rstrip())
+

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PROGRAM = """
     import json, multiprocessing as mp, os, sys
@@ -34,10 +34,18 @@ PROGRAM = """
         Appends to ``pickled`` (ours only) each task's arrays pickled: (arguments, results).'''
         def call(array):
             before = getattr(executor, "pickled_fallbacks", 0)
+            pool = getattr(executor, "segment_pool", None)
+            if pool is not None:
+                names, created, reused = set(pool.names()), pool.created, pool.reused
             result = executor.submit(workers.plus_one, array).result()
-            if hasattr(executor, "pickled_fallbacks"):
+            if pool is not None:
                 result_pickled = int(handle_of(result) is None)
                 pickled.append((executor.pickled_fallbacks - before - result_pickled, result_pickled))
+                disk = os.statvfs("/dev/shm")
+                steps.append({"mib": array.nbytes // MiB, "new": pool.created - created,
+                              "reused": pool.reused - reused, "unlinked": len(names - set(pool.names())),
+                              "result_shared": not result_pickled,
+                              "used_mib": (disk.f_blocks - disk.f_bfree) * disk.f_frsize / MiB})
             return result
         right = []
         for n_mib in (20, 24):
@@ -50,7 +58,7 @@ PROGRAM = """
 
     if __name__ == "__main__":
         context = mp.get_context(sys.argv[1])
-        by_task = []
+        by_task, steps = [], []
         with ProcessPoolExecutor(1, context) as executor:
             stdlib_right = work(executor, by_task)
         with notices_of_sharedarrays() as said:
@@ -59,7 +67,7 @@ PROGRAM = """
                 pickled = executor.pickled_fallbacks
         print(json.dumps({"stdlib_right": stdlib_right, "ours_right": ours_right,
                           "pickled_fallbacks": pickled, "pickled_by_task": by_task, "notices": said,
-                          "left": sorted(os.listdir("/dev/shm"))}))
+                          "left": sorted(os.listdir("/dev/shm")), "steps": steps}))
 """
 
 
@@ -75,6 +83,23 @@ class SmallShmRun:
     pickled_by_task: list[tuple[int, int]]
     notices: list[str]
     left: list[str]
+    steps: list[dict] = field(default_factory=list)  # ours, per task: what its pool did, /dev/shm used after
+
+    def task_lines(self) -> list[str]:
+        """One line per task of ours: its size, the argument's segment (new, reused, or pickled), the
+        pool segments unlinked to make room, the result (shared or pickled), /dev/shm used after it."""
+        lines = []
+        tasks = zip(self.steps, self.pickled_by_task, strict=True)
+        for number, (step, (args_pickled, _)) in enumerate(tasks, 1):
+            segment = ("pickled" if args_pickled else "a new segment" if step["new"] else
+                       "a reused segment" if step["reused"] else "none")
+            unlinked = f", {step['unlinked']} idle segment unlinked" if step["unlinked"] else ""
+            free = self.shm_mib - step["used_mib"]  # a pickled result took no room: as free before it
+            result = ("shared" if step["result_shared"] else
+                      f"pickled ({free:.1f} MiB free: short of a {step['mib']} MiB segment plus its header)")
+            lines.append(f"task {number} ({step['mib']} MiB): argument in {segment}{unlinked}; result "
+                         f"{result}; /dev/shm used after it: {step['used_mib']:.0f} MiB")
+        return lines
 
     def which_pickled(self) -> str:
         """Which tasks' arrays ours pickled (tasks numbered from 1), e.g. 'the results of tasks 4-7'."""

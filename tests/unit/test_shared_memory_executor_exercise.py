@@ -67,7 +67,8 @@ def test_the_tour_sees_what_the_stdlib_would_and_what_sharing_promises():
     tour = shared_memory_executor_tour.correctness_tour(SPAWN, 1, source, MiB, 8 * MiB)
     assert tour.raised.startswith("ValueError: ") and tour.lent_after_error == 0
     lines = tour.lines()
-    assert len(lines) == 10 and lines[0].endswith(tour.raised) and lines[-1].endswith("no")
+    assert len(lines) == 12 and lines[0].startswith("submit(") and f"got: {tour.raised};" in lines[1]
+    assert lines[-1].endswith("changed: no")
     assert tour.containers_kept and tour.big_ones_shared and tour.small_ones_pickled and tour.table_same
     assert tour.result_views_argument and tour.new_result_right
     assert tour.writes_to_shared_seen and not tour.writes_to_private_seen
