@@ -198,6 +198,16 @@ def attach_and_exit(handle: ArrayHandle, way: str, context=None) -> ChildOutcome
     return _outcome(result, handle.name)
 
 
+def try_attach(handle: ArrayHandle) -> str:
+    """Attach ``handle`` in this process and close it again: 'attached', or the name of the error
+    (FileNotFoundError when the segment is gone)."""
+    try:
+        with attach(handle):
+            return "attached"
+    except FileNotFoundError as error:
+        return type(error).__name__
+
+
 def _attach_in_our_worker(handle: ArrayHandle, context) -> ChildOutcome:
     """``attach_and_exit``'s 'our_worker': ``sum_by_name_with_stdlib`` in a process of ``context``."""
     results = context.Queue()

@@ -136,3 +136,10 @@ def test_record_workers_sum_a_field_and_see_the_same_bytes():
     assert sum(halves) == pytest.approx(np.nansum(records["price"]))
 
     assert digest == hashlib.sha256(np.ascontiguousarray(records["ticker"]).tobytes()).hexdigest()
+
+
+def test_try_attach_says_attached_or_names_the_error_when_the_segment_is_gone():
+    with SharedNDArray.copy_of(np.arange(4.0)) as shared:
+        handle = shared.handle
+        assert shared_memory.try_attach(handle) == "attached"
+    assert shared_memory.try_attach(handle) == "FileNotFoundError"
