@@ -508,7 +508,7 @@ def _check_pickled_prediction(answer, n_workers: int, sent: Mapping[str, float])
 
 
 EXERCISE = Exercise(
-    name="bytes through the pipes",
+    name="bytes pickled",
     question=("how many arrays' worth of bytes does one fan-out pickle when worker i gets "
               "array[i::N_WORKERS] ('strided': one task per worker), or with "
               "Pool(2).map(workers.sum_array, [array] * 6, chunksize=2) ('chunks')? Answer "
