@@ -326,10 +326,11 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
                        usable_cpus: int, free_threaded: bool, array_bytes: int, python_bytes: int,
                        wait_limit: float | None = None) -> str:
     """Section 1's conclusion in Markdown, from the fan-outs ``by`` (kind, task) and whether each judged
-    speed-up was measured with CPUs to spare (``calm``): speed-ups on fastest runs and on medians, and the
-    share of NumPy's processes' time spent sending. The control counts as proof of free CPUs only while
-    the tree's threads waiting for a CPU stayed at most ``wait_limit`` at once on average (default: a
-    quarter of the workers)."""
+    speed-up was measured with CPUs to spare (``calm``): speed-ups on fastest runs and on medians; the
+    Python loop's processes judged on their own control (nothing sent: what a GIL each buys); and what
+    receiving the chunks added to one worker and to n workers, for each sum. The control counts as proof
+    of free CPUs only while the tree's threads waiting for a CPU stayed at most ``wait_limit`` at once on
+    average (default: a quarter of the workers)."""
     n = max(next(iter(by.values())).timings)
     wait_limit = n / 4 if wait_limit is None else wait_limit
     up = {key: s.speed_ups()[n] for key, s in by.items()}
@@ -350,22 +351,33 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
         return ("" if calm.get(key, True) else
                 f"; not judged: CPU wait {by[key].waited_for_cpu:.2f}")
 
+    def received(task, control_key, workers):  # fastest run less its control's, as printed
+        return max(0.0, _printed(by[PROCESSES, task].timings[workers].min)
+                   - _printed(by[control_key].timings[workers].min))
+
     noisy = ("; summing from memory is noisy"
              if up_median[threads_np] < 0.9 * up[threads_np] else "")
-    feeder = "the pool's one *feeder thread* pickles the chunks and sends them one after another"
-    whose = "its own control's" if loop_control != control else "NumPy's control's"
-    late = (f" That is less than {whose} {up[loop_control]:.2f}× (nothing sent): {feeder}, so each worker "
-            "starts only once the chunks before its own are sent."
-            if up[processes_py] < up[loop_control] - 0.2 and calm.get(processes_py, True) else "")
+    whose = "" if loop_control != control else " (NumPy's control)"
     loop = (f"- **Python loop:** threads **{up[threads_py]:.2f}×**"
             + ("" if free_threaded else ": they take turns")
             + (f" ({waited(threads_py)[2:]}; section 3's probe judges it)"
                if not calm.get(threads_py, True) else "")
-            + f". {n} processes ran {up[processes_py]:.2f}× as fast as one "
-            f"({up_median[processes_py]:.2f}× on medians{waited(processes_py)}), which first had to receive "
-            f"all {format_bytes(python_bytes)}.{late} "
-            f"They {'still took longer than' if slower else 'took less time than'} the threads "
-            f"({format_seconds(fastest[processes_py])} against {format_seconds(fastest[threads_py])}).")
+            + f". Processes with nothing sent{whose}: **{up[loop_control]:.2f}×**"
+            + ("" if free_threaded else ", a GIL each") + f"{waited(loop_control)}.")
+    split = {task: (received(task, key, 1), received(task, key, n))
+             for task, key in (("sum_python", (PROCESSES, OWN_CHUNK["sum_python"])), ("sum_numpy", control))
+             if key in by}  # each sum against its own control only
+    shrank = {task: alone > 0 and together <= 0.75 * alone for task, (alone, together) in split.items()}
+    what = {"sum_python": f"the loop's {format_bytes(python_bytes)}", "sum_numpy": format_bytes(array_bytes)}
+    receiving = " ".join(
+        (f"Receiving {what[task]} (each run less its control's) cost one worker {format_seconds(alone)}, "
+         f"{n} workers {format_seconds(together)}: " if i == 0 else
+         f"For {what[task]}: {format_seconds(alone)}, then {format_seconds(together)}: ")
+        + ("part of it split between the workers"
+           + (f", so the loop's processes sped up {up[processes_py]:.2f}×." if task == "sum_python" else ".")
+           if shrank[task] else "none of it split." if together >= alone else "little of it split.")
+        for i, (task, (alone, together)) in enumerate(split.items()))
+    receiving += " This lesson does not time which part splits." if any(shrank.values()) else ""
     control_wait = by[control].waited_for_cpu
     if usable_cpus >= n >= 2 and control_wait > wait_limit:
         cpus = (f"sped up {up[control]:.2f}× on fastest runs, {up_median[control]:.2f}× on medians (CPU "
@@ -386,16 +398,20 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
         loop,
         f"- **NumPy, processes:** **{send_cost:.0f}×** as long as threads; {n} workers "
         + (f"sped them up only {up[processes_np]:.2f}×" if up[processes_np] >= 1
-           else f"made them no faster ({up[processes_np]:.2f}×)")
-        + f". Of one worker's {format_seconds(one[processes_np])}, all but the sum's "
-        f"{format_seconds(one[control])} is sending {format_bytes(array_bytes)}"
-        + (", through the same feeder thread." if late else f": {feeder}."),
+           else f"made them no faster ({up[processes_np]:.2f}×)") + ".",
+        "",
+        receiving,
         "",
         f"Per float, one thread's Python loop (on {format_bytes(python_bytes)}) took "
         f"{_ns(one[threads_py] / python_floats)} ns, `np.sum` (on {format_bytes(array_bytes)}) "
         f"{_ns(one[threads_np] / array_floats)} ns: "
         f"{per_element:.0f}× as long.",
     ])
+
+
+def _printed(seconds: float) -> float:
+    """``seconds`` as ``format_seconds`` prints it (3 significant figures): differences add up on the page."""
+    return float(f"{seconds:.3g}")
 
 
 def _ns(seconds: float) -> str:
@@ -405,59 +421,44 @@ def _ns(seconds: float) -> str:
 
 
 def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = None) -> str:
-    """The lesson's first takeaway, as a Markdown bullet: processes pay off only when sending an element
-    costs less than the work they save on it. For each sum with a control (``OWN_CHUNK``, nothing sent):
-    what sending a float cost one process (one worker's fastest run less its control's, as printed),
-    against the work n workers save on it (one thread's fastest time per float, times 1 - 1/n); then
-    which kind of worker won each sum on this run (fastest runs of the most workers measured), in words
-    the values choose."""
+    """The lesson's first takeaway, as a Markdown bullet: processes pay off only when receiving the data
+    costs less than the time a GIL each saves. For each sum with a control (``OWN_CHUNK``, nothing sent),
+    on n workers' fastest runs as printed: the threads' time, the control's (their difference is what a
+    GIL each saved), what receiving the chunks added (the processes' time less the control's), and which
+    kind of worker won, in words the values choose."""
     n = max(next(iter(by.values())).timings)
     limit = n / 4 if wait_limit is None else wait_limit  # a control that waited more timed no fair baseline
     tasks = ("sum_python", "sum_numpy")
     name = {"sum_python": "the loop", "sum_numpy": "`np.sum`"}
-    fastest = {key: s.timings[n].min for key, s in by.items()}
-    times = {task: (fastest[THREADS, task], fastest[PROCESSES, task]) for task in tasks}
-    raced = (f"({n} workers, fastest runs): threads took " + ", ".join(
-        f"{format_seconds(t)} against {format_seconds(p)} for {name[task]}"
-        for task, (t, p) in times.items()))
-    costs = {}  # task: (sending a float, work on a float, bytes sent, CPU wait of its control)
+    fastest = {key: _printed(s.timings[n].min) for key, s in by.items()}
+    parts = []
     for task in tasks:
-        control, floats = by.get((PROCESSES, OWN_CHUNK[task])), by[THREADS, task].nbytes // 8
-        if control is not None and floats:
-            # the difference of the two figures as printed (3 significant figures): it adds up on the page
-            extra = max(0.0, float(f"{by[PROCESSES, task].timings[1].min:.3g}")
-                        - float(f"{control.timings[1].min:.3g}"))
-            costs[task] = (extra / floats, by[THREADS, task].timings[1].min / floats,
-                           by[THREADS, task].nbytes, control.waited_for_cpu)
-    if not costs:
-        return (f"- **Processes pay off only where sending costs less than the work they save** "
-                f"(section 1): threads and processes {raced}. Sharing the array (lessons 04 to 08) takes "
-                "the sending away.")
-    saving = 1 - 1 / n  # the share of each element's work that n workers take off
-    sent = " and ".join(f"{_ns(send)} ns ({name[task]}'s {format_bytes(nbytes)}"
-                        + (f"; rough: its control's CPU wait {wait:.2f}, over the {limit:.2f} limit"
-                           if wait > limit else "") + ")"
-                        for task, (send, _, nbytes, wait) in costs.items())
-    saved = ", and ".join(f"{_ns(work * saving)} ns of {name[task]}'s {_ns(work)} ns"
-                          for task, (_, work, _, _) in costs.items())
-    lost = {task: times[task][1] > times[task][0] for task in costs}
-    costly = {task: costs[task][0] > costs[task][1] * saving for task in costs}
-    narrow = [name[task] for task in costs if max(times[task]) < 1.25 * min(times[task])]
-    if all(costly[task] == lost[task] for task in costs) and len(set(lost.values())) == 1:
-        who = "both" if len(costs) > 1 else f"{name[next(iter(costs))]}'s processes"
-        outcome = (f"so {who}" + (" lost" if any(lost.values()) else " won")
-                   + "".join(f", {who} narrowly" for who in narrow))
-    else:
-        outcome = "and " + "; ".join(
-            f"{name[task]}'s processes {'lost' if lost[task] else 'won'}"
-            + (" narrowly" if name[task] in narrow else "")
-            + ("" if costly[task] == lost[task] else
-               f", though sending cost {'more' if costly[task] else 'less'} than they saved")
-            for task in costs)
-    return (f"- **Processes pay off only when sending an element costs less than the work they save on it** "
-            f"(section 1). Here sending a float to a process cost {sent}. Per float, {n} processes saved "
-            f"{saved}, {outcome} {raced}. Heavier work per element, or sharing the array (lessons 04 to 08), "
-            "tips the balance.")
+        control = by.get((PROCESSES, OWN_CHUNK[task]))
+        threads, processes = fastest[THREADS, task], fastest[PROCESSES, task]
+        size = format_bytes(by[THREADS, task].nbytes) if by[THREADS, task].nbytes else "array"
+        if control is None:
+            parts.append(f"{name[task]}'s {size} took the threads {format_seconds(threads)}, the processes "
+                         f"{format_seconds(processes)}.")
+            continue
+        alone = fastest[PROCESSES, OWN_CHUNK[task]]
+        saved, added = threads - alone, max(0.0, processes - alone)
+        lost = processes > threads
+        parts.append(
+            f"{name[task][0].upper() if parts else name[task][0]}{name[task][1:]}'s {size} took the threads "
+            f"{format_seconds(threads)}, "
+            f"the processes {format_seconds(alone)} with nothing sent"
+            + (f" (rough: CPU wait {control.waited_for_cpu:.2f})"
+               if control.waited_for_cpu > limit else "")
+            + (f": {'a GIL each' if task == 'sum_python' else 'they'} saved {format_seconds(saved)}"
+               if saved > 0 else ": nothing saved")
+            + (f". Receiving the chunks added {format_seconds(added)}" if added > 0 else
+               ". Receiving the chunks cost nothing measurable") + ", so the processes "
+            + ("lost" if lost else "won")
+            + (" narrowly" if max(threads, processes) < 1.25 * min(threads, processes) else "")
+            + f" ({format_seconds(processes)}).")
+    return (f"- **Processes pay off only when receiving the data costs less than the time they save** "
+            f"(section 1). With {n} workers (fastest runs), " + " ".join(parts)
+            + " Heavier work per element, or sharing the array (lessons 04 to 08), tips the balance.")
 
 
 def format_change(nbytes: float) -> str:
