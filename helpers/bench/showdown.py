@@ -540,8 +540,8 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
     text = f"**Close together.** There the slowest zero-copy way{where}"
     failed = {slowest_there[c.label] for c in references if c.claims[1].holds is False}
     if "shared_memory" in failed:
-        text += (": each `SharedMemory` task maps the segment afresh (lesson 07), where forked and "
-                 "`sharedctypes` workers mapped it once")
+        text += (": each `SharedMemory` task maps the segment afresh (lesson 07), where forked workers "
+                 "inherit the pages and `sharedctypes` workers map it at start-up")
     slowest = _slowest_of_zero_copy(here)
     # A way as slow as the one the reference's reason names, in this run: said, lest the reason
     # read as the whole story (only when this run's slowest is the reference's, at every size).
@@ -644,7 +644,8 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
     file line (``file_advice_markdown``). A comparison whose way did not run is left out. No memory
     figure of the exercise's ways: the guide is shown open, answered or not."""
     shm, ctypes = (_fan_out_ratio(results, floors, name) for name in ("shared_memory", "sharedctypes"))
-    read_only = ("- **Read-only, one Linux machine:** fork (04) if it is safe (no threads), else a "
+    read_only = ("- **Read-only, one Linux machine:** fork (04; `mp.get_context(\"fork\")`) if the "
+                 "parent runs no threads when it forks, else a "
                  "`SharedMemory` segment (07): any start method, attach by name at any time; "
                  "`sharedctypes` (05)")
     if shm is not None and ctypes is not None:
@@ -964,8 +965,8 @@ def _round_trips_against_floor_b(trip: dict[str, float], fresh_over_warm: float,
         parts.append(f"through {store} ({_names(stored)}) {span(stored)}, a new copy each time")
     if not parts:
         return ""
-    text = (f"Round trips in floor (b) (the table's ×(a) ÷ {fresh_over_warm:.3g}), by how the result "
-            "returns:" + (" " if len(parts) == 1 else "\n  - ") + ".\n  - ".join(parts))
+    text = (f"Round trips in floor (b) (×(a) in the table under the exercise ÷ {fresh_over_warm:.3g}), "
+            "by how the result returns:" + (" " if len(parts) == 1 else "\n  - ") + ".\n  - ".join(parts))
     if ("ray_by_value" in trip and RAY_MEASURED in trip and trip["ray_by_value"] < fresh_over_warm
             and trip["ray_by_value"] < trip[RAY_MEASURED]):
         text += (f". `ray_by_value` ran after `{RAY_MEASURED}`, into store pages already faulted in: hence "
@@ -1056,7 +1057,7 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
     for whom, group in groups.items():
         span = "" if len(whom) < 2 else f" ({_range([fan[o] for o in whom], lambda r: f'{r:.3g}')})"
         does = "" if "joblib" in whom else f", which {_verb(whom, 'copies', 'copy')} nothing per task"
-        names = joined([f"`{o}`" for o in whom]) if len(whom) < 3 else f"{len(whom)} ways"
+        names = joined([f"`{o}`" for o in whom])  # named, however many (cold read 11b)
         gap = min(max(fan[p], fan[o]) / min(fan[p], fan[o]) for p in group for o in whom)  # all near 2x?
         near = (f"about {NOISE_FACTOR:g}× {names}{span}{does}, too close to {NOISE_FACTOR:g}× to rank "
                 "(section 3)" if gap >= 0.95 * NOISE_FACTOR
@@ -1192,6 +1193,12 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing]) -> str:
         if shared:  # a copy per task, but into shared memory: no pickle, no pipe
             text = (text[:-1] + "; a copy per task into shared memory (" + ", ".join(f"`{n}`" for n in shared)
                     + f"), {_range([fan[n] for n in shared], _table)}.")
+            slowest_mapped = max(fan[n] for n in mapped)
+            if max(fan[n] for n in shared) < NOISE_FACTOR * slowest_mapped:  # section 3's rule: not ranked
+                text = text[:-1] + f", within {NOISE_FACTOR:g}× of the slowest mapped way (not ranked)."
+        if "joblib" in fan:  # one dump per call, inside the timed call: none of the groups above
+            text = text[:-1] + (f"; `joblib`, one dump per call inside the timed call, "
+                                f"{_table(fan['joblib'])}×.")
         lines.append(text[:-1] + " (section 3).")
     back = [name for name in RESULT_PICKLED_BACK if name in trip]
     in_place = [name for name in RESULT_WRITTEN_IN_PLACE if name in trip]
@@ -1217,10 +1224,9 @@ NOTHING_SET_UP = 1e-4  # seconds: a setup under this made nothing (the array goe
 # ray.put copies the array once into Ray's store, as floor (b) copies it into a new segment. Timed apart
 # on a 2-core VM (16 MiB), puts into a fresh store's pages took 1.1x to 1.6x floor (b), puts into
 # pages reused from earlier puts 0.3x to 0.45x: which pages a put got is not measured here, so a put
-# within NOISE_FACTOR under floor (b) is said to match it, and one further under names the reuse as
-# the likely reason, untimed.
-RAY_PUT_LIKE_FLOOR = ("one copy into the store, not comparable with floor (b): Ray may give a put pages it "
-                      "touched before (timed apart: 0.3× to 1.6× floor (b))")
+# within NOISE_FACTOR under floor (b) is said not to be bounded by it (cold read 11b: no unshown
+# timing quoted), and one further under names the reuse as the likely reason, untimed.
+RAY_PUT_LIKE_FLOOR = "Ray's store is not a new segment, so floor (b) does not bound a put"
 RAY_PUT_REUSED = ("far under it, likely store pages an earlier put had touched; which pages it got is not "
                   "timed here")
 # A late pool's setup is the difference of two pool start-ups, each timed once.
