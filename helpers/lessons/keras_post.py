@@ -116,13 +116,15 @@ def against_one_at_a_time(at_post: dict[str, float], alone: dict[str, float], cp
     if set(words.values()) == {"about as much"}:
         return ""
     alone_text = {way: format_seconds(float(f"{alone[way]:.2g}")) for way in words}
-    sentence = (f"One task at a time (medians above), they cost {alone_text['every task']} "
-                f"and {alone_text['proxy']}")
+    sentence = (f"One task at a time (their medians, not printed before), they cost "
+                f"{alone_text['every task']} and {alone_text['proxy']}")
     reasons = []
     if words["every task"] == "less":
         reasons.append("the list gains as one task's pickling overlaps another's unpickling")
     if words["proxy"] == "more" and cpus < POST_WORKERS:
         reasons.append(f"the proxy loses as {POST_WORKERS} workers wait for {cpus} CPUs")
+    elif words["proxy"] == "about as much" and cpus < POST_WORKERS:
+        reasons.append(f"the proxy gains nothing as {POST_WORKERS} workers wait for {cpus} CPUs")
     if not reasons:
         return sentence + "."
     return sentence + "; pipelined, likely, " + ", and ".join(reasons) + "."

@@ -592,6 +592,18 @@ def _solve_post_race(dumps: float, loads: float, proxy_one_read: float, installe
     return race_factors(dumps + loads, proxy_one_read, installed_task) | {LIST_TASK: 1000 * (dumps + loads)}
 
 
+def times_before_race(measured: dict) -> dict[str, float]:
+    """The times the worked solution divides, picked here from the notebook's ``measured`` names so
+    the race's cell does not name them before the check (seconds, all measured before the race):
+    the post's list pickled here (``post_dumps``, fastest) and unpickled in a fresh worker
+    (``post_loads``); section 3's fastest task sent a proxy and reading one item
+    (``proxy_costs``); section 2's fastest task on the installed object over its three sizes
+    (``installed_cost``)."""
+    return {"dumps": measured["post_dumps"].min, "loads": measured["post_loads"],
+            "proxy_one_read": measured["proxy_costs"].sent[1].min,
+            "installed_task": min(t.min for t in measured["installed_cost"])}
+
+
 _FASTER = {"proxy_speedup": "the proxy", "installed_speedup": "the installed list"}
 _HINTS = {
     "proxy_speedup": ("the list is re-pickled object by object with every task (its pickle.dumps here plus "

@@ -114,3 +114,13 @@ def test_the_break_even_range_rounds_both_estimates():
     assert share_range([1.2, 3.0]) == "more rows than the list holds"
     assert share_range([None, 0.0]) == "its first row"
     assert share_range([0.03, None]) == "3% of the rows"
+
+
+def test_times_before_race_picks_what_the_worked_solution_divides():
+    from types import SimpleNamespace
+
+    timing = lambda fastest: SimpleNamespace(min=fastest)  # noqa: E731
+    measured = {"post_dumps": timing(0.018), "post_loads": 0.049,
+                "proxy_costs": SimpleNamespace(sent={1: timing(0.0015)}),
+                "installed_cost": [timing(0.0003), timing(0.00025)], "unrelated": 1}
+    assert send_once_and_managers.times_before_race(measured) == EARLIER
