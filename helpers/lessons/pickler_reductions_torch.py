@@ -403,7 +403,8 @@ def round_trip_table(sizes_bytes: Iterable[int], hows: Iterable[str] = HOWS, whe
     One dict per (size, how, where): ``how``, ``size_bytes``, ``where``, ``first_s``, ``median_s``
     (warm runs), ``runs_s``, ``ratio_to_warm_floor`` / ``ratio_to_fresh_floor`` (median over
     floor (a) / (b) at that size) and the floors themselves, ``warm_floor_s`` and ``fresh_floor_s``:
-    each the faster of two medians, timed before and after that size's round trips.
+    each the faster of two medians, timed before and after that size's round trips; ``fresh_floor_runs_s``:
+    every run of floor (b) at that size, before and after.
     One echo worker per reduction serves every size (started once, not timed).
     """
     hows, wheres = list(hows), list(wheres)
@@ -429,10 +430,12 @@ def round_trip_table(sizes_bytes: Iterable[int], hows: Iterable[str] = HOWS, whe
             after = copy_floors.measure_floors(array, repeat)
             floors = copy_floors.faster_medians(before.as_dict(), after.as_dict())
             warm_floor, fresh_floor = floors["warm"], floors["fresh_shm"]
+            fresh_runs = list(before.as_dict()["fresh_shm"].runs) + list(after.as_dict()["fresh_shm"].runs)
             for row in size_rows:
                 rows.append(row | {"ratio_to_warm_floor": row["median_s"] / warm_floor,
                                    "ratio_to_fresh_floor": row["median_s"] / fresh_floor,
-                                   "warm_floor_s": warm_floor, "fresh_floor_s": fresh_floor})
+                                   "warm_floor_s": warm_floor, "fresh_floor_s": fresh_floor,
+                                   "fresh_floor_runs_s": fresh_runs})
             del array
     finally:
         for worker in echo_workers.values():
