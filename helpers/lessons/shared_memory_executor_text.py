@@ -14,27 +14,29 @@ from helpers.measure.units import format_bytes, format_seconds
 
 
 def hand_built_conclusion(parts: CallAndParts) -> str:
-    """Section 2's conclusion, from the fastest runs of ``parts``: a new segment against a warm copy,
-    the call against its steps 1 and 4 (wall-clock and CPU), ``copy_of`` against floor (b)."""
+    """Section 2's conclusion, from the medians of ``parts`` (as printed above it): a new segment
+    against a warm copy, the call against its steps 1 and 4 (wall-clock and CPU), ``copy_of``
+    against floor (b)."""
     call = parts.call
-    steps = f"its steps 1 and 4 ({format_seconds(parts.copy_of.min)} + {format_seconds(parts.release.min)})"
-    call_over_steps = call.min / (parts.copy_of.min + parts.release.min)
+    steps = (f"its steps 1 and 4 ({format_seconds(parts.copy_of.median)} + "
+             f"{format_seconds(parts.release.median)})")
+    call_over_steps = call.median / (parts.copy_of.median + parts.release.median)
     paid = (f"cost {about(call_over_steps)}× {steps}" if call_over_steps < 0.9 else
             f"cost about {steps}: the message is lost in the noise" if call_over_steps < 1.1
             else f"cost {about(call_over_steps)}× {steps}: the steps, plus a round trip")
-    cpu_over_steps = parts.call_cpu.min / parts.segment_steps_cpu.min
+    cpu_over_steps = parts.call_cpu.median / parts.segment_steps_cpu.median
     cpu = "matched theirs" if 0.9 <= cpu_over_steps <= 1.1 else f"was {about(cpu_over_steps)}× theirs"
-    if call.iqr > 3 * parts.call_cpu.iqr and call.iqr > 0.1 * call.min:  # wall time spread, CPU time did not
+    if call.iqr > 3 * parts.call_cpu.iqr and call.iqr > 0.1 * call.median:  # wall time spread, CPU not
         cpu += (f" and hardly varied (IQR {format_seconds(parts.call_cpu.iqr)} against "
                 f"{format_seconds(call.iqr)} wall-clock): slower runs waited on a busy machine")
-    copy_of_over_b = parts.copy_of.min / parts.new_segment.min
+    copy_of_over_b = parts.copy_of.median / parts.new_segment.median
     against_b = (f"took {round(100 * (1 - copy_of_over_b))}% less than floor (b)" if copy_of_over_b < 0.97
                  else "took longer than floor (b)" if copy_of_over_b > 1.03 else "about matched floor (b)")
-    return (f"**Conclusion.** Fastest runs: a copy into a new segment cost "
-            f"**{about(parts.new_segment.min / parts.warm.min)}×** a warm copy. A hand-built call "
-            f"({format_seconds(call.min)}) {paid}; its CPU time {cpu}. `copy_of` "
+    return (f"**Conclusion.** Medians: a copy into a new segment cost "
+            f"**{about(parts.new_segment.median / parts.warm.median)}×** a warm copy. A hand-built call "
+            f"({format_seconds(call.median)}) {paid}; its CPU time {cpu}. `copy_of` "
             f"{against_b}; giving the pages back comes on top: the call cost "
-            f"{about(call.min / parts.new_segment.min)}× floor (b).")
+            f"{about(call.median / parts.new_segment.median)}× floor (b).")
 
 
 def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: RoundTrips, firsts: Timing,
@@ -50,7 +52,7 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
              if extra > 0.1 * firsts.median else ", so the message is lost in the noise")
     first = (f"A first call, the pool emptied before it, makes a segment: "
              f"{format_seconds(firsts.median)}, against {format_seconds(first_segments.median)} for that "
-             f"segment and copy alone, timed in turns{added}.")
+             f"segment and copy alone{added}.")
     carried = new_parts.read.median - new_parts.sum_here.median  # a warm sum's call less the sum itself
     new_sum = carried + new_parts.compute.median + parts.copy_of.median + parts.release.median
     rest = ours_new.median - new_sum  # what the parts, timed apart, leave of the call
@@ -75,10 +77,12 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
         f"{format_seconds(new_parts.sum_here.median)} in this process. Each task maps the segment afresh, "
         "and its first touch of each page is a minor fault (the page is mapped, nothing is copied): about "
         f"{format_seconds(faults)} a call. "
-        f"`x + 1` took {format_seconds(ours_new.median)} warm. Its parts add up to "
-        f"{format_seconds(new_sum)}: the warm sum's call less the sum ({format_seconds(carried)}: copy, "
-        f"messages, faults), `x + 1` here ({format_seconds(new_parts.compute.median)}), and a new segment "
-        f"made and unlinked (section 2's steps 1 and 4, {format_seconds(parts.copy_of.median)} + "
-        f"{format_seconds(parts.release.median)}){left}."
-        "\n\n**Conclusion.** Warm: one copy into old pages plus a message; shared once: the message. Reading "
-        "the array adds the worker's page faults; a new big result, a new segment.")
+        f"`x + 1` took {format_seconds(ours_new.median)} warm, against {format_seconds(new_sum)} for its "
+        f"parts timed apart: the warm sum's call less the sum ({format_seconds(carried)}), `x + 1` here "
+        f"({format_seconds(new_parts.compute.median)}) and section 2's new segment "
+        f"({format_seconds(parts.copy_of.median)} + {format_seconds(parts.release.median)}){left}."
+        f"\n\n**Conclusion.** Warm ({about(ours.warm.median / parts.warm.median)}× floor (a)): the copy, the "
+        "message and "
+        f"{format_seconds(max(ours.warm.median - parts.warm.median - ours.shared.median, 0.0))} not timed "
+        "apart (the worker's attach and mapping). Shared once: the message. Reading the array adds the "
+        "worker's page faults; a new big result, a new segment.")

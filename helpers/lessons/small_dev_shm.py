@@ -87,7 +87,8 @@ class SmallShmRun:
 
     def task_lines(self) -> list[str]:
         """One line per task of ours: its size, the argument's segment (new, reused, or pickled), the
-        pool segments unlinked to make room, the result (shared or pickled), /dev/shm used after it."""
+        pool segments unlinked to make room, the result (shared or pickled), /dev/shm used while its
+        result was held."""
         lines = []
         tasks = zip(self.steps, self.pickled_by_task, strict=True)
         for number, (step, (args_pickled, _)) in enumerate(tasks, 1):
@@ -98,7 +99,7 @@ class SmallShmRun:
             result = ("shared" if step["result_shared"] else
                       f"pickled ({free:.1f} MiB free: short of a {step['mib']} MiB segment plus its header)")
             lines.append(f"task {number} ({step['mib']} MiB): argument in {segment}{unlinked}; result "
-                         f"{result}; /dev/shm used after it: {step['used_mib']:.0f} MiB")
+                         f"{result}; /dev/shm used while its result was held: {step['used_mib']:.0f} MiB")
         return lines
 
     def which_pickled(self) -> str:

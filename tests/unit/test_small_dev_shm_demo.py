@@ -37,6 +37,7 @@ def test_task_lines_say_what_the_pool_did_for_each_task():
              {"mib": 24, "new": 1, "reused": 0, "unlinked": 1, "result_shared": False, "used_mib": 24.0}]
     run = small_dev_shm.SmallShmRun(64, [True] * 2, [True] * 2, 1, [[0, 0], [0, 1]], ["n"], [], steps)
     assert run.task_lines() == [
-        "task 1 (20 MiB): argument in a new segment; result shared; /dev/shm used after it: 40 MiB",
+        "task 1 (20 MiB): argument in a new segment; result shared; "
+        "/dev/shm used while its result was held: 40 MiB",
         "task 2 (24 MiB): argument in a new segment, 1 idle segment unlinked; result pickled (40.0 MiB free: "
-        "short of a 24 MiB segment plus its header); /dev/shm used after it: 24 MiB"]
+        "short of a 24 MiB segment plus its header); /dev/shm used while its result was held: 24 MiB"]
