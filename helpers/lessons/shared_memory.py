@@ -353,8 +353,14 @@ class FanOutTimes:
 
     calls: Timing
     last_tasks: tuple[tuple[float, float, float, float], ...]
-    first_vs_second: float
+    first_sum: float
+    second_sum: float
     attach_only: Timing
+
+    @property
+    def first_vs_second(self) -> float:
+        """The fastest first read over the fastest second read of the same slice."""
+        return self.first_sum / self.second_sum
 
     def fastest(self) -> tuple[float, tuple[float, float, float, float]]:
         """The fastest call's wall time and, within it, its last task's (until its sum began, the sum,
@@ -381,7 +387,28 @@ def time_fan_out(pool, handle: ArrayHandle, bounds: list[tuple[int, int]], repea
     pairs = [pair for _ in range(3) for pair in pool.starmap(time_two_reads, tasks)]  # (first, second) a task
     firsts, seconds = zip(*pairs, strict=True)
     attach_only = time_it(lambda: pool.starmap(attach_and_return, tasks), repeat=repeat)
-    return FanOutTimes(Timing(tuple(walls)), tuple(last_tasks), min(firsts) / min(seconds), attach_only)
+    return FanOutTimes(Timing(tuple(walls)), tuple(last_tasks), min(firsts), min(seconds), attach_only)
+
+
+def outcome_mismatches(outcomes: dict[str, ChildOutcome], sums_right: dict[str, bool],
+                       later_attach: dict[str, str]) -> list[str]:
+    """How the children's outcomes differ from the exercise's solution (empty: they agree). Every child
+    exits with code 0 and sums right; the 'stdlib' child warns of a leak and our segment is gone after
+    it (a later attach raises FileNotFoundError); after every other child, without a word on stderr,
+    it is still there and attaches."""
+    mismatches = []
+    for way, outcome in outcomes.items():
+        if outcome.returncode != 0 or not sums_right[way]:
+            mismatches.append(f"{way}: exit code {outcome.returncode}, sum right: {sums_right[way]}")
+        if way == "stdlib":
+            gone = not outcome.segment_exists_after and later_attach[way] == "FileNotFoundError"
+            if not outcome.warnings or not gone:
+                mismatches.append(f"{way}: warnings {outcome.warnings}, kept {outcome.segment_exists_after}, "
+                                  f"later attach {later_attach[way]}")
+        elif outcome.stderr or not outcome.segment_exists_after or later_attach[way] != "attached":
+            mismatches.append(f"{way}: stderr {outcome.stderr!r}, kept {outcome.segment_exists_after}, "
+                              f"later attach {later_attach[way]}")
+    return mismatches
 
 
 def _check_which_ways_keep(answer, kept: frozenset[str]) -> str | None:

@@ -164,13 +164,6 @@ def post_versions(fan_outs: TableFanOuts, n_workers: int) -> str:
     verdict = ("more than" if total >= POST_FACTOR else "near" if total >= POST_FACTOR / 3
                else "short of")
     rows = [f"| {name} | {about(factor)}× |" for name, factor in factors]
-    answer = (f"The post's 100× is a product of the same kinds of factor; ours give {about(total)}×. "
-              f"Over pickling the same bytes, shared memory gained {about(factors[0][1])}× a row with a new "
-              "segment each call (the post's way)")
-    if SHARED_KEPT in fan_outs.timings:
-        kept = fan_outs.timings[PICKLED_BYTES].min / fan_outs.timings[SHARED_KEPT].min
-        answer += f", {about(kept)}× a call with one filled once and reused"
-    answer += ". "
     setting = (f"The post's {POST_WORKERS} workers, and the pool start-up it likely timed, change these "
                "factors" if n_workers < POST_WORKERS
                else "The pool start-up the post likely timed changes these factors")
@@ -186,7 +179,7 @@ def post_versions(fan_outs: TableFanOuts, n_workers: int) -> str:
         "", "| factor, per row | this run |", "|---|---|", *rows,
         f"| all together, with our {n_workers} workers | **{about(total)}×**, {verdict} the post's 100× |",
         "",
-        answer + setting])
+        setting])
 
 
 @dataclass(frozen=True)
