@@ -90,6 +90,7 @@ class Claim:
     detail: str
     factor: float | None = None  # the ratio the verdict rests on
     not_comparable: bool = False  # the two sides were not measured alike: ``detail`` says why
+    caveat: str = ""  # why a verdict that holds holds despite an unlike measurement
 
     @property
     def verdict(self) -> str:
@@ -284,12 +285,15 @@ def blog_claims(results: Sequence) -> list[Claim]:
     if ({"ray_by_value", RAY_MEASURED} <= set(order)
             and order.index("ray_by_value") > order.index(RAY_MEASURED)):
         last = claims[-1]
-        claims[-1] = Claim(last.claim, None, RAY_SECOND, last.factor, not_comparable=True)
+        # by value's head start (pages already faulted in) can only have sped it up: slower still holds
+        claims[-1] = (Claim(last.claim, True, last.detail, last.factor, caveat=RAY_SECOND_HELD) if last.holds
+                      else Claim(last.claim, None, RAY_SECOND, last.factor, not_comparable=True))
     return claims
 
 
 # Why this run's Ray by value is not compared with its ray.put (the reference's ran in fresh stores).
 RAY_SECOND = "ran after ray.put, into its store pages"
+RAY_SECOND_HELD = "ran after ray.put, into pages it had touched: a head start"
 
 
 def fan_out_medians(results: Sequence) -> dict[str, float]:
@@ -430,6 +434,8 @@ def _cell(claim: Claim, noisy: bool = False) -> str:
     figure = "" if claim.factor is None else f" ({_factor(claim.factor)}×)"
     if claim.not_comparable:
         return f"not comparable{figure}: {claim.detail}"
+    if claim.caveat and claim.holds and not noisy:
+        return f"holds ({_factor(claim.factor)}×; {claim.caveat})"
     if noisy:
         return f"{WITHIN_NOISE}{figure}"
     return {True: "holds", False: "**no**", None: "cannot tell"}[claim.holds] + figure
@@ -505,11 +511,9 @@ def _disk_or_tmpfs(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
     if twins:  # verdicts and directions compared with the reference at this run's size
         there = twins[0].claims[2].factor
         same = (there >= SAME_WITHIN) == (factor >= SAME_WITHIN)
-        text += (f": {'the same verdict as' if same else 'the opposite verdict to'} the reference's "
-                 f"{_factor(there)}× at this size")
-        alike = _disk_direction(there) == _disk_direction(factor)
-        if not (alike and same):  # the same verdict in the same direction: said once
-            text += f", {'the same' if alike else 'the other'} direction"
+        verdict = "holds" if factor >= SAME_WITHIN else "fails"
+        text += (f": the claim {verdict} here, {'as' if same else 'unlike'} on the reference at this size "
+                 f"({_factor(there)}×, disk {_disk_direction(there)})")
     else:
         agrees = (factor >= SAME_WITHIN) == (statistics.median(factors) >= SAME_WITHIN)
         text += f", {_this_run_against(here.claims[2], noisy[2], agrees)}"
@@ -557,7 +561,7 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
     lead = f"`{slowest}`" if not near else (
         _and([f"`{name}`" for name in (slowest, *near)]).replace(", and", " and") + " ("
         + ", ".join(_times_fastest([here], name) for name in (slowest, *near))
-        + f": within {NOISE_FACTOR:g}×, not ranked)")
+        + f": within {NOISE_FACTOR:g}× of each other, not ranked)")
     if here.claims[1].holds and noisy[1]:
         how = f"within noise, so no verdict; slowest here: `{slowest}`"
     elif here.claims[1].holds:
@@ -579,7 +583,11 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
             how += (f", and `{alone[0]}` alone is {_times_fastest([here], alone[0])}"
                     + (", mapping afresh" if alone[0] == "shared_memory" else "") + " as on the reference")
         else:
-            how += f", {_this_run_against(here.claims[1], noisy[1], slowest in failed)}"
+            against = _this_run_against(here.claims[1], noisy[1], slowest in failed)
+            if against == "as on the reference":
+                how = f"so the claim fails, as on the reference; slowest {lead}"
+            else:
+                how += f", {against}"
     return f"{text}. This run: {_factor(here.claims[1].factor)}×, {how}."
 
 
@@ -658,9 +666,10 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
                else "was within noise of it")
         joined = "and" if how == "was slower" else "but"
         figures = f"{ctypes:.3g}× against {shm:.3g}× floor (a)"
-        if everywhere and how != "was faster":  # too close to rank here: the reference's order
-            read_only += (f" was faster in the reference at every size (here {figures}, within {within:g}×), "
-                          "but it")
+        if everywhere and how != "was faster":  # too close to rank here: the reference's ratios
+            ratios = ", ".join(f"{c.medians['shared_memory'] / c.medians['sharedctypes']:.2g}×" for c in refs)
+            read_only += (f" was within {within:g}× of it here ({figures}; the reference: {ratios} faster"
+                          f"{_first(refs)}); but `sharedctypes`")
         else:
             read_only += f" {how} here ({figures})"
             read_only += " and in the reference at every size, but it" if everywhere else f" {joined}"
