@@ -196,6 +196,12 @@ def describe_tmpfs_release(kind: str, still_listed: bool, mapped_after_delete: F
     return "\n".join(lines)
 
 
+def shown(seconds: float) -> float:
+    """``seconds`` rounded as ``format_seconds`` prints it (three significant digits), so that a ratio
+    computed from it agrees with the printed figures."""
+    return float(f"{seconds:.3g}")
+
+
 def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], Timing], array_bytes: int,
                     huge: str | None, second_sums: Mapping[str, Timing] | None = None,
                     in_ram: float | None = None) -> str:
@@ -210,7 +216,7 @@ def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], T
         for i, (kind, count) in enumerate(faults.items())) + ". "
     if "tmpfs" not in faults or "disk" not in faults:
         return text
-    slower = reads["tmpfs", "warm read"].median / reads["disk", "warm read"].median
+    slower = shown(reads["tmpfs", "warm read"].median) / shown(reads["disk", "warm read"].median)
     timing = f"Its warm read took {format_ratio(slower)}× the disk's"
     if faults["tmpfs"] > 2 * faults["disk"]:
         timing = timing.replace("Its warm read", "On tmpfs the warm read")
@@ -245,8 +251,8 @@ def fault_cost(second_sums: Mapping[str, Timing] | None, in_ram: float | None = 
                    if in_ram and 0.8 <= max(tmpfs, disk) / in_ram <= 1.25 else
                    "read alike once mapped: tmpfs lost its warm read to mapping its pages")
     elif tmpfs > disk:
-        verdict = (f"tmpfs took {format_ratio(tmpfs / disk)}× the disk's even then: the faults explain "
-                   "only part")
+        verdict = (f"tmpfs took {format_ratio(shown(tmpfs) / shown(disk))}× the disk's even then: "
+                   "the faults explain only part")
     else:
         verdict = "tmpfs read faster once mapped: mapping its pages cost more than the whole gap"
     return (f". A second sum through the same mapping took {format_seconds(disk)} on disk and "
@@ -335,9 +341,9 @@ def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[flo
     text, less = "", ""
     if any(wait > 0 for wait in waits):
         less = " without its waits"
-        text += ("The waits: at a call's end joblib deletes the call's own folder, and retries until "
-                 "loky's resource tracker has removed the dump in it (`joblib/disk.py`); less the waits, "
-                 f"the median was {format_seconds(unwaited)}. ")
+        text += ("The waits: joblib retries deleting a call's folder until loky's resource tracker has "
+                 "removed its dump (`joblib/disk.py`); less the waits, the median was "
+                 f"{format_seconds(unwaited)}. ")
     added, dumped = unwaited - ours.median, statistics.median(dumping)
     text += (f"Our memmap (timed in turns) took {format_seconds(ours.median)}, {format_seconds(added)} less "
              f"than auto-memmap{less}; the dump took {format_seconds(dumped)} inside a call")

@@ -186,8 +186,8 @@ def test_joblib_times_rank_on_runs_less_their_waits():
     unwaited = memmap_figures.describe_joblib_headline(times, (0.0,) * 5, 8, growth, array)
     assert "waited" not in unwaited
     text = memmap_figures.describe_joblib_times(times, waits, dumping, 0.0125, array, shm)
-    assert text.startswith("The waits: at a call's end joblib deletes the call's own folder, and retries "
-                           "until loky's resource tracker has removed the dump in it")
+    assert text.startswith("The waits: joblib retries deleting a call's folder until loky's resource tracker "
+                           "has removed its dump")
     assert "less the waits, the median was 55 ms. " in text
     assert "Our memmap (timed in turns) took 30 ms, 25 ms less than auto-memmap without its waits; the " \
            "dump took 13 ms inside a call, the other 12 ms joblib's bookkeeping around it" in text
