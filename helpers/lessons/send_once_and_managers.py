@@ -641,6 +641,10 @@ def _check_post_race(answer, every_task: float, proxy: float, installed: float,
         side = "more" if guess < list_ms else "less"
         return (f"{LIST_TASK}: a task with the list took {side} than that, by over a factor of "
                 f"{LIST_WINDOW}: {_HINTS[LIST_TASK]}")
+    dumps, loads = _earlier.get("dumps"), _earlier.get("loads")
+    if dumps is not None and loads is not None and guess < 1000 * (loads + dumps / 2):
+        # the misconception "a list task pays only its pickle.loads": below the loads plus half the dumps
+        return (f"{LIST_TASK}: a task with the list pays more than its unpickling: {_HINTS[LIST_TASK]}")
     return None
 
 

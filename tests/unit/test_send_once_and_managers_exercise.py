@@ -124,3 +124,13 @@ def test_times_before_race_picks_what_the_worked_solution_divides():
                 "proxy_costs": SimpleNamespace(sent={1: timing(0.0015)}),
                 "installed_cost": [timing(0.0003), timing(0.00025)], "unrelated": 1}
     assert send_once_and_managers.times_before_race(measured) == EARLIER
+
+
+def test_the_loads_only_answer_fails_on_the_stored_run(monkeypatch):
+    """The stored run: list tasks 64 ms, pickle.dumps 17.7 ms, pickle.loads 51.3 ms. Unpickling alone
+    (51.3 ms) is within 1.25x of 64 ms but below loads + dumps / 2: rejected; the worked solution passes."""
+    stored = {"every_task": 0.064, "proxy": 0.00096, "installed": 0.00007,
+              "dumps": 0.0177, "loads": 0.0513, "proxy_one_read": 0.00101, "installed_task": 0.0000889}
+    answer = {"list_task_ms": 51.3, "proxy_speedup": 67, "installed_speedup": 14}
+    loads_only = "a list task pays only its pickle.loads"
+    assert_misconception_rejected(EXERCISE, answer, loads_only, monkeypatch, **stored)
