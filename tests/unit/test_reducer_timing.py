@@ -47,8 +47,13 @@ def test_the_table_has_a_row_per_size_how_and_place_with_ratios_to_both_floors()
         for where in ("local", "remote")}
     for row in rows:
         assert set(row) == {"how", "size_bytes", "where", "first_s", "median_s", "runs_s",
-                            "ratio_to_warm_floor", "ratio_to_fresh_floor", "warm_floor_s", "fresh_floor_s"}
+                            "ratio_to_warm_floor", "ratio_to_fresh_floor", "warm_floor_s", "fresh_floor_s",
+                            "fresh_floor_runs_s"}
         assert len(row["runs_s"]) == 2 and row["warm_floor_s"] > 0 and row["fresh_floor_s"] > 0
+        # every run of floor (b), before and after the size's trips; the floor reported is a median of them
+        runs = row["fresh_floor_runs_s"]
+        assert len(runs) >= 2 and all(run > 0 for run in runs)
+        assert min(runs) <= row["fresh_floor_s"] <= max(runs)
         assert row["ratio_to_warm_floor"] == pytest.approx(row["median_s"] / row["warm_floor_s"])
     assert reducers.active_way() is None
 
