@@ -12,7 +12,7 @@ from pathlib import Path
 from helpers.lessons.memmap import FileMemory, filesystem_of, free_bytes
 from helpers.measure.plots import plot_bars
 from helpers.measure.timing import Timing
-from helpers.measure.units import format_bytes, format_rate, format_ratio, format_seconds
+from helpers.measure.units import format_bytes, format_rate, format_ratio, format_seconds, shown
 
 LOG_SCALE_SPAN = 20  # bars spanning more than this ratio are drawn on a log scale
 
@@ -194,12 +194,6 @@ def describe_tmpfs_release(kind: str, still_listed: bool, mapped_after_delete: F
              f"still mapped here: {format_bytes(mapped_after_delete.rss)}"]
     lines += [f"/dev/shm used, {state:<18}: {format_bytes(value)}" for state, value in used.items()]
     return "\n".join(lines)
-
-
-def shown(seconds: float) -> float:
-    """``seconds`` rounded as ``format_seconds`` prints it (three significant digits), so that a ratio
-    computed from it agrees with the printed figures."""
-    return float(f"{seconds:.3g}")
 
 
 def describe_faults(faults: Mapping[str, int], reads: Mapping[tuple[str, str], Timing], array_bytes: int,

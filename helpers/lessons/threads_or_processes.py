@@ -27,7 +27,7 @@ import numpy as np
 from helpers.lessons.gil_heartbeat import tree_cpu_wait_seconds
 from helpers.lessons.workers import sleep_then_echo, touch_pages
 from helpers.measure.timing import Timing
-from helpers.measure.units import format_bytes, format_seconds
+from helpers.measure.units import format_bytes, format_seconds, shown
 
 THREADS, PROCESSES = "threads", "processes"
 TASK_LABELS = {"sum_numpy": "NumPy sum", "sum_python": "Python loop",
@@ -352,8 +352,8 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
                 f"; not judged: CPU wait {by[key].waited_for_cpu:.2f}")
 
     def received(task, control_key, workers):  # fastest run less its control's, as printed
-        return max(0.0, _printed(by[PROCESSES, task].timings[workers].min)
-                   - _printed(by[control_key].timings[workers].min))
+        return max(0.0, shown(by[PROCESSES, task].timings[workers].min)
+                   - shown(by[control_key].timings[workers].min))
 
     noisy = ("; summing from memory is noisy"
              if up_median[threads_np] < 0.9 * up[threads_np] else "")
@@ -409,11 +409,6 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     ])
 
 
-def _printed(seconds: float) -> float:
-    """``seconds`` as ``format_seconds`` prints it (3 significant figures): differences add up on the page."""
-    return float(f"{seconds:.3g}")
-
-
 def _ns(seconds: float) -> str:
     """A time per float in nanoseconds, as printed: two figures under 1 ns, else one decimal."""
     ns = seconds * 1e9
@@ -430,7 +425,7 @@ def verdict(by: Mapping[tuple[str, str], Scaling], wait_limit: float | None = No
     limit = n / 4 if wait_limit is None else wait_limit  # a control that waited more timed no fair baseline
     tasks = ("sum_python", "sum_numpy")
     name = {"sum_python": "the loop", "sum_numpy": "`np.sum`"}
-    fastest = {key: _printed(s.timings[n].min) for key, s in by.items()}
+    fastest = {key: shown(s.timings[n].min) for key, s in by.items()}
     parts = []
     for task in tasks:
         control = by.get((PROCESSES, OWN_CHUNK[task]))

@@ -19,6 +19,12 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e9:.3g} ns"
 
 
+def shown(seconds: float) -> float:
+    """``seconds`` rounded to the three significant digits ``format_seconds`` prints, so that a ratio
+    or a difference computed from it agrees with the figures on the page."""
+    return float(f"{seconds:.3g}")
+
+
 def format_rate(bytes_per_second: float) -> str:
     """Format a throughput as 'x.y GiB/s' (or MiB/s below 1 GiB/s: '250 MiB/s', '1010 MiB/s')."""
     giga = bytes_per_second >= GiB
