@@ -528,10 +528,13 @@ FACTORS = ("proxy_speedup", "installed_speedup")  # the exercise's two factors
 # passes on every run, while "no faster than the proxy" (1) and "slower" (0.5) still fail.
 WINDOWS = {"proxy_speedup": FACTOR_WINDOW, "installed_speedup": 3}
 LIST_TASK = "list_task_ms"  # and a list task's time in milliseconds: the answer is a dict of these three
-# The list task's time within this factor of the race's: 1.25, so that its pickle.loads alone (the
-# race's 59-73 ms over loads of 43-50 ms in stored runs: 1.33x to 1.47x) fails, while dumps + loads
-# (0.95x to 1.09x of the race's) passes.
-LIST_WINDOW = 1.25
+# The list task's time within this factor of the race's: 1.5. The race's task also moves the 1.4 MB
+# pickle through the pool's pipe, which the worked solution (dumps + loads) leaves out: on one CPU
+# (the Binder path) the race took 1.10x to 1.16x the solution in three runs here, the tightest of
+# the three windows, and a CI run on that path failed the worked solution at 1.25. "Only its
+# pickle.loads" (the race's 59-73 ms over loads of 43-50 ms in stored runs: 1.33x to 1.47x) is
+# inside 1.5 and fails on its own rule: below loads + dumps / 2.
+LIST_WINDOW = 1.5
 
 
 def post_items(n_items: int = POST_ITEMS) -> list[tuple[str, list[int]]]:

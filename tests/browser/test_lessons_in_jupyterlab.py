@@ -150,12 +150,18 @@ def _wait_until_every_cell_ran(page, n_code_cells: int) -> None:
         arg=n_code_cells, timeout=RUN_SECONDS * 1000, polling=500)
 
 
+def _head_and_tail(text: str, head: int = 300, tail: int = 700) -> str:
+    """``text`` whole if short, else its first ``head`` and last ``tail`` characters."""
+    return text if len(text) <= head + tail else f"{text[:head]} [...] {text[-tail:]}"
+
+
 def _errors_on(page) -> list[str]:
     stderr = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
     shown = page.locator(stderr).all_inner_texts()
     # An exception's output is stderr too; a library's logged warning (Ray's "object store is using
     # /tmp" on a small /dev/shm, which lesson 10 teaches) is not an error.
-    errors = [text[:500] for text in shown if re.search(r"Traceback|Error|Exception", text)]
+    # an error's head (which cell, which call) and its tail (the exception's message, which says why)
+    errors = [_head_and_tail(text) for text in shown if re.search(r"Traceback|Error|Exception", text)]
     body = page.locator(".jp-NotebookPanel").inner_text()
     errors += [line for line in body.splitlines() if "Error displaying widget" in line or "Traceback" in line]
     return errors

@@ -14,7 +14,7 @@ RACE = {"every_task": 0.067, "proxy": 0.0015, "installed": 0.00025}  # fastest t
 # its two factors: the proxy 44.7× faster than the list, the installed list 6× faster than the proxy
 EARLIER = {"dumps": 0.018, "loads": 0.049, "proxy_one_read": 0.0015, "installed_task": 0.00025}  # seconds
 MEASURED = RACE | EARLIER  # what the lesson's check cell passes
-MS60 = {"list_task_ms": 60}  # a list task's time within 1.25x of the race's 67 ms
+MS60 = {"list_task_ms": 60}  # a list task's time within 1.5x of the race's 67 ms
 
 
 @pytest.fixture(autouse=True)
@@ -35,10 +35,10 @@ def no_child_outlives_the_test(monkeypatch):
     ({"fastest": "installed", "proxy_speedup": 45}, "answer with a dict of three numbers"),
     ("installed", "answer with a dict of three numbers"),
     ({"proxy_speedup": 45, "installed_speedup": 6}, "answer with a dict of three numbers"),
-    ({"list_task_ms": 112, "proxy_speedup": 75, "installed_speedup": 6}, "list_task_ms: .* took less"),
+    ({"list_task_ms": 120, "proxy_speedup": 80, "installed_speedup": 6}, "list_task_ms: .* took less"),
     ({"list_task_ms": 40, "proxy_speedup": 27, "installed_speedup": 6}, "list_task_ms: .* took more"),
-    # its pickle.loads alone (49 ms of the race's 67): outside 1.25x
-    ({"list_task_ms": 49, "proxy_speedup": 33, "installed_speedup": 6}, "list_task_ms: .* took more"),
+    # its pickle.loads alone (49 ms of the race's 67): inside 1.5x, below loads + dumps / 2 (58 ms)
+    ({"list_task_ms": 49, "proxy_speedup": 33, "installed_speedup": 6}, "list_task_ms: .* its unpickling"),
     ({"list_task_ms": "fast", "proxy_speedup": 45, "installed_speedup": 6}, "milliseconds: a positive"),
 ])
 def test_a_wrong_prediction_fails_with_a_hint(answer, hint):
@@ -128,7 +128,7 @@ def test_times_before_race_picks_what_the_worked_solution_divides():
 
 def test_the_loads_only_answer_fails_on_the_stored_run(monkeypatch):
     """The stored run: list tasks 64 ms, pickle.dumps 17.7 ms, pickle.loads 51.3 ms. Unpickling alone
-    (51.3 ms) is within 1.25x of 64 ms but below loads + dumps / 2: rejected; the worked solution passes."""
+    (51.3 ms) is within 1.5x of 64 ms but below loads + dumps / 2: rejected; the worked solution passes."""
     stored = {"every_task": 0.064, "proxy": 0.00096, "installed": 0.00007,
               "dumps": 0.0177, "loads": 0.0513, "proxy_one_read": 0.00101, "installed_task": 0.0000889}
     answer = {"list_task_ms": 51.3, "proxy_speedup": 67, "installed_speedup": 14}
