@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from helpers.measure.units import format_seconds
+from helpers.measure.units import approx_seconds
 
 POST_WORKERS = 5  # the post's multiprocessing.Pool(5), whatever the number of CPUs
 POST_QUEUE = 10  # the post's Queue(10): at most this many promises wait for the consumer thread
@@ -87,7 +87,7 @@ def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], 
         reason = "a proxy read is a round trip to the manager"
         if words["proxy"] == "more":
             alone = _compared(at_post["proxy"], proxy_one_at_a_time)
-            seconds = format_seconds(float(f"{proxy_one_at_a_time:.2g}"))
+            seconds = approx_seconds(proxy_one_at_a_time)
             if alone == "about as much":
                 reason += (f", and one task at a time it cost about as much ({seconds}): this machine's "
                            "round trip, not the five workers")
@@ -115,7 +115,7 @@ def against_one_at_a_time(at_post: dict[str, float], alone: dict[str, float], cp
     words = {way: _compared(at_post[way], alone[way]) for way in ("every task", "proxy")}
     if set(words.values()) == {"about as much"}:
         return ""
-    alone_text = {way: format_seconds(float(f"{alone[way]:.2g}")) for way in words}
+    alone_text = {way: approx_seconds(alone[way]) for way in words}
     sentence = (f"One task at a time (their medians, not printed before), they cost "
                 f"{alone_text['every task']} and {alone_text['proxy']}")
     reasons = []

@@ -37,7 +37,7 @@ import numpy as np
 from helpers.lessons import ray_session
 from helpers.lessons.exercises import Exercise
 from helpers.measure.timing import Timing, time_it
-from helpers.measure.units import format_seconds
+from helpers.measure.units import approx_seconds  # noqa: F401  (the lesson calls send_once.approx_seconds)
 
 ITEM_FLOATS = 1024  # one item: 1024 float64 numbers, 8 KiB (a 32x32 image, say)
 ITEM_BYTES = ITEM_FLOATS * 8
@@ -595,13 +595,22 @@ def _solve_post_race(dumps: float, loads: float, proxy_one_read: float, installe
     return race_factors(dumps + loads, proxy_one_read, installed_task) | {LIST_TASK: 1000 * (dumps + loads)}
 
 
+# The notebook's names ``times_before_race`` reads (a test checks the lesson assigns each of them)
+RACE_INPUTS = ("post_dumps", "post_loads", "proxy_costs", "installed_cost")
+
+
 def times_before_race(measured: dict) -> dict[str, float]:
-    """The times the worked solution divides, picked here from the notebook's ``measured`` names so
-    the race's cell does not name them before the check (seconds, all measured before the race):
-    the post's list pickled here (``post_dumps``, fastest) and unpickled in a fresh worker
-    (``post_loads``); section 3's fastest task sent a proxy and reading one item
-    (``proxy_costs``); section 2's fastest task on the installed object over its three sizes
-    (``installed_cost``)."""
+    """The times the worked solution divides, picked here from the notebook's ``measured`` names
+    (``RACE_INPUTS``) so the race's cell does not name them before the check (seconds, all measured
+    before the race, each the fastest, as the exercise asks): the post's list pickled here
+    (``post_dumps``) and unpickled in a fresh worker (``post_loads``, one run); section 3's task
+    sent a proxy and reading one item (``proxy_costs``); section 2's task on the installed object,
+    the fastest over its three sizes (``installed_cost``). A missing name is a ``NameError`` that
+    says which."""
+    missing = [name for name in RACE_INPUTS if name not in measured]
+    if missing:
+        raise NameError(f"times_before_race needs the lesson's {', '.join(missing)}: "
+                        "run the cells above first")
     return {"dumps": measured["post_dumps"].min, "loads": measured["post_loads"],
             "proxy_one_read": measured["proxy_costs"].sent[1].min,
             "installed_task": min(t.min for t in measured["installed_cost"])}
@@ -683,11 +692,6 @@ EXERCISE = Exercise(
 
 
 # --- Figures in prose: no more digits than a noisy timing supports --------------------------------
-
-
-def approx_seconds(seconds: float) -> str:
-    """A duration rounded to two significant digits, for prose ('37 ms', '430 ms', '1.2 s')."""
-    return format_seconds(float(f"{seconds:.2g}"))
 
 
 def break_even_verdict(reads: float | None, n_items: int | None = None) -> str:

@@ -25,6 +25,12 @@ def shown(seconds: float) -> float:
     return float(f"{seconds:.3g}")
 
 
+def approx_seconds(seconds: float) -> str:
+    """A duration rounded to two significant digits, for prose where a noisy timing supports no
+    more ('37 ms', '430 ms', '1.2 s')."""
+    return format_seconds(float(f"{seconds:.2g}"))
+
+
 def format_rate(bytes_per_second: float) -> str:
     """Format a throughput as 'x.y GiB/s' (or MiB/s below 1 GiB/s: '250 MiB/s', '1010 MiB/s')."""
     giga = bytes_per_second >= GiB

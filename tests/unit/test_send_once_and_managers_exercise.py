@@ -124,6 +124,27 @@ def test_times_before_race_picks_what_the_worked_solution_divides():
                 "proxy_costs": SimpleNamespace(sent={1: timing(0.0015)}),
                 "installed_cost": [timing(0.0003), timing(0.00025)], "unrelated": 1}
     assert send_once_and_managers.times_before_race(measured) == EARLIER
+    del measured["post_loads"]
+    with pytest.raises(NameError, match="needs the lesson's post_loads"):
+        send_once_and_managers.times_before_race(measured)
+
+
+def test_the_lesson_assigns_every_name_times_before_race_reads():
+    """The race's cell passes ``globals()``: a renamed variable in the lesson would only fail when
+    run, so the lesson's code cells must assign each of ``RACE_INPUTS``."""
+    import ast
+    import json
+    from pathlib import Path
+
+    notebook = Path(__file__).parents[2] / "notebooks" / "03_send_once_and_managers.ipynb"
+    assigned = set()
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "code":
+            lines = "".join(cell["source"]).splitlines()
+            source = "\n".join(line for line in lines if not line.startswith(("%", "!")))  # no magics
+            assigned |= {node.id for node in ast.walk(ast.parse(source))
+                         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    assert set(send_once_and_managers.RACE_INPUTS) <= assigned
 
 
 def test_the_loads_only_answer_fails_on_the_stored_run(monkeypatch):

@@ -5,7 +5,16 @@ import time
 import pytest
 
 from helpers.measure.timing import Timing, stopwatch, time_in_turns, time_it
-from helpers.measure.units import GiB, KiB, MiB, format_bytes, format_rate, format_seconds
+from helpers.measure.units import (
+    GiB,
+    KiB,
+    MiB,
+    approx_seconds,
+    format_bytes,
+    format_rate,
+    format_seconds,
+    shown,
+)
 
 
 def test_time_it_runs_warmups_untimed_then_the_repeats():
@@ -83,3 +92,10 @@ def test_format_rate():
     assert format_rate(10 * GiB) == "10 GiB/s"
     assert format_rate(250 * MiB) == "250 MiB/s"
     assert format_rate(1010 * MiB) == "1010 MiB/s"  # no exponent between 1000 MiB/s and 1 GiB/s
+
+
+def test_shown_and_approx_seconds_round_as_the_page_prints():
+    assert shown(0.0123456) == 0.0123
+    assert approx_seconds(0.4312) == "430 ms"
+    assert approx_seconds(1.234) == "1.2 s"
+    assert approx_seconds(37.4e-6) == "37 µs"
