@@ -116,7 +116,7 @@ def against_one_at_a_time(at_post: dict[str, float], alone: dict[str, float], cp
     if set(words.values()) == {"about as much"}:
         return ""
     alone_text = {way: approx_seconds(alone[way]) for way in words}
-    sentence = (f"One task at a time (their medians, not printed before), they cost "
+    sentence = (f"One task at a time (the race's medians), they cost "
                 f"{alone_text['every task']} and {alone_text['proxy']}")
     reasons = []
     if words["every task"] == "less":
