@@ -20,7 +20,6 @@ from helpers.measure.units import format_seconds
 
 # --- BLAS's own threads inside each worker process -------------------------------------------------
 
-_blas_limits = None  # kept alive: threadpoolctl's limit holds until it is restored
 _matrices: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
 
@@ -41,11 +40,11 @@ def blas_library() -> str | None:
 
 
 def limit_blas_threads(n: int = 1) -> None:
-    """Pool initializer: limit this worker's BLAS pool to ``n`` threads (threadpoolctl)."""
-    global _blas_limits
+    """Pool initializer: limit this worker's BLAS pool to ``n`` threads (threadpoolctl). The limit
+    stays for the worker's life: threadpoolctl undoes it only when asked (or when used as a ``with``)."""
     from threadpoolctl import threadpool_limits
 
-    _blas_limits = threadpool_limits(n, user_api="blas")
+    threadpool_limits(n, user_api="blas")
 
 
 def multiply_matrices(size: int, products: int) -> tuple[int | None, float]:
@@ -122,7 +121,7 @@ def blas_conclusion(runs: dict[tuple[int, int | None], BlasRun], n_workers: int,
                    "BLAS's threading at this size), so this run cannot pin the difference on "
                    "oversubscription.")
     else:
-        why = ("OpenBLAS's idle threads spin on their CPU before they sleep "
+        why = ("OpenBLAS's idle threads keep their CPU busy (spin-wait) for a while before they sleep "
                "([OpenBLAS#5171](https://github.com/OpenMathLib/OpenBLAS/issues/5171)), so a product's "
                "last working thread can wait for a CPU until the scheduler takes one from a spinner"
                if blas_library() == "openblas" else
