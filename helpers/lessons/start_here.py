@@ -336,6 +336,16 @@ def profiler_roles(report, worker_pids: list[int]) -> None:
     report.name_roles(workers=worker_pids, named={pid: "memory_profiler's sampler" for pid in others})
 
 
+_UNIT_BYTES = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
+
+
+def shown_bytes(n_bytes: float) -> float:
+    """``n_bytes`` rounded as ``format_bytes`` prints it ('572 MiB' gives 572 MiB, in bytes), so that a
+    ratio or a difference computed from it agrees with the figures on the page."""
+    number, unit = format_bytes(n_bytes).split()
+    return float(number) * _UNIT_BYTES[unit]
+
+
 # The five memory measures of section 4, as the exercise names them, and their rows in
 # ``demos.increase``; the exercise's sixth prediction is ``READER``, one reader's PSS (``reader_share``).
 MEASURES = {"tracemalloc": "tracemalloc peak (this process)", "RSS sum": "tree RSS sum",

@@ -18,7 +18,7 @@ from helpers.lessons import demos, start_here, start_here_figures, workers
 from helpers.measure import memory
 from helpers.measure.memory import MemoryReport, TreeSample
 from helpers.measure.proctree import ProcessMemory
-from helpers.measure.units import MiB
+from helpers.measure.units import GiB, MiB
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -239,3 +239,9 @@ def test_the_launcher_lines_start_wait_for_release_and_join_the_workers():
     assert any(started in line for line in lines), lines
     assert lines.index("    ...") < lines.index("finally:") < lines.index("    release.set()"), lines
     assert lines[-1] == "    join_or_kill(processes)", lines
+
+
+@pytest.mark.parametrize("n_bytes, shown", [(572.4 * MiB, 572 * MiB), (19.64 * MiB, 19.6 * MiB), (0, 0),
+                                            (-410.3 * 1024, -410 * 1024), (1.464 * GiB, 1.46 * GiB)])
+def test_shown_bytes_is_the_size_as_format_bytes_prints_it(n_bytes, shown):
+    assert start_here.shown_bytes(n_bytes) == pytest.approx(shown)
