@@ -406,9 +406,28 @@ def increment_table(
     return "\n".join(lines)
 
 
-# --- "Your turn": the learner writes the loop body that fixes the race -------------------------
+# --- "Your turn": the learner predicts the item loop, then writes the loop body that fixes the race --
 
 EXERCISE_RUNS = 3  # runs of the learner's line; every one must count every update
+ANSWER_KEYS = ("item_loses", "line")  # the answer: {"item_loses": True or False, "line": "a loop body"}
+
+
+def _check_answer(answer, context, n_workers: int, iterations: int, item_lost) -> str | None:
+    """The prediction first, against ``item_lost`` (the updates the item loop, ``counter[0] += 1``,
+    lost in each of this run's rounds), before the line runs: a wrong prediction fails on its own."""
+    if not isinstance(answer, dict) or set(answer) != set(ANSWER_KEYS):
+        return 'answer with a dict: {"item_loses": True or False, "line": "your loop body"}'
+    if not isinstance(answer["item_loses"], bool):
+        return f'"item_loses" must be True or False, not {answer["item_loses"]!r}'
+    if not answer["item_loses"]:
+        lost_rounds = sum(lost > 0 for lost in item_lost)
+        return (f"your prediction: counter[0] += 1 lost updates in {lost_rounds} of this run's "
+                f"{len(item_lost)} rounds; the Array's lock is taken for the read and again for the write, "
+                "not across both"
+                if lost_rounds else
+                "your prediction: counter[0] += 1 lost no update in this run's rounds, by luck; the Array's "
+                "lock is taken for the read and again for the write, not across both, so it can lose one")
+    return _check_line(answer["line"], context, n_workers, iterations)
 
 
 def _check_line(answer, context, n_workers: int, iterations: int) -> str | None:
@@ -448,14 +467,20 @@ def names_the_lock(line: str) -> bool:
 
 EXERCISE = Exercise(
     name="fix the race",
-    question=("write the loop body (a string) that adds 1 to the shared counter so that no update is "
-              "lost; it may use view (a NumPy view of the counter), counter (the Array) and lock "
-              "(counter.get_lock()). The check runs it in every worker and counts lost updates."),
-    check=_check_line,
-    solution=lambda **measured: "with lock: view[0] += 1",
-    explanation="The lock is held from the read to the write, so no other worker writes in between.",
+    question=('a dict: "item_loses", your prediction (True or False) of whether counter[0] += 1 loses '
+              'updates; "line", a loop body (a string) that adds 1 to the counter with no update lost, '
+              "using view, counter or lock. The check compares your prediction with this run's item loop, "
+              "then runs your line in every worker and counts lost updates."),
+    check=_check_answer,
+    solution=lambda **measured: {"item_loses": True, "line": "with lock: view[0] += 1"},
+    explanation=("counter[0] += 1 takes the lock twice, not across the read and the write; your line holds "
+                 "it from the read to the write, so no other worker writes in between."),
     misconceptions=(
-        ("view[0] += 1", "one NumPy statement is atomic, so += on a shared element loses no update"),
-        ("counter[0] += 1", "Array(lock=True) makes counter[0] += 1 safe: the Array's own lock covers it"),
+        ({"item_loses": True, "line": "view[0] += 1"},
+         "one NumPy statement is atomic, so += on a shared element loses no update"),
+        ({"item_loses": True, "line": "counter[0] += 1"},
+         "Array(lock=True) makes counter[0] += 1 safe: the Array's own lock covers it"),
+        ({"item_loses": False, "line": "with lock: view[0] += 1"},
+         "the prediction: the Array's own lock makes counter[0] += 1 safe (whatever the line)"),
     ),
 )

@@ -1,6 +1,8 @@
-"""Lesson 05's "Your turn": the learner's loop body runs in real spawned workers that share one
-real counter; a line that loses updates, adds the wrong amount, fails or is not Python fails the
-check cell with a hint, the worked solution passes."""
+"""Lesson 05's "Your turn": the learner predicts whether the item loop (``counter[0] += 1``) loses
+updates, checked against the run's counts before anything runs; then the learner's loop body runs in
+real spawned workers that share one real counter; a wrong prediction, or a line that loses updates,
+adds the wrong amount, fails or is not Python, fails the check cell with a hint; the worked solution
+passes."""
 
 import multiprocessing as mp
 
@@ -12,7 +14,12 @@ from helpers.lessons import exercises, sharedctypes
 pytestmark = pytest.mark.timeout(120)
 
 SPAWN = mp.get_context("spawn")
-MEASURED = {"context": SPAWN, "n_workers": 2, "iterations": 2_000}
+MEASURED = {"context": SPAWN, "n_workers": 2, "iterations": 2_000, "item_lost": [150_000, 0, 120_000]}
+
+
+def predicted(line, item_loses=True):
+    """The answer dict: the item loop's prediction and the loop body."""
+    return {"item_loses": item_loses, "line": line}
 
 
 @pytest.fixture(autouse=True)
@@ -30,25 +37,45 @@ def answers_are_checked_as_given(monkeypatch):
 ])
 def test_a_wrong_line_fails_the_check_cell_with_a_hint(wrong, hint):
     with pytest.raises(exercises.WrongAnswer, match=hint):
+        exercises.check(sharedctypes.EXERCISE, predicted(wrong), **MEASURED)
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    ("with lock: view[0] += 1", "answer with a dict"),  # the line alone, no prediction
+    ({"line": "with lock: view[0] += 1"}, "answer with a dict"),
+    (predicted("with lock: view[0] += 1", item_loses="yes"), "must be True or False"),
+    (predicted("with lock: view[0] += 1", item_loses=False), "lost updates in 2 of this run's 3 rounds"),
+])
+def test_a_missing_or_wrong_prediction_fails_before_any_worker_runs(wrong, hint, monkeypatch):
+    monkeypatch.setattr(sharedctypes, "CounterPool", None)  # the line is never run
+    with pytest.raises(exercises.WrongAnswer, match=hint):
         exercises.check(sharedctypes.EXERCISE, wrong, **MEASURED)
+
+
+def test_predicting_no_loss_fails_even_when_the_run_lost_none():
+    """A race that lost nothing in these rounds was lucky: counter[0] += 1 can still lose updates."""
+    with pytest.raises(exercises.WrongAnswer, match="by luck"):
+        exercises.check(sharedctypes.EXERCISE, predicted("with lock: view[0] += 1", item_loses=False),
+                        **{**MEASURED, "item_lost": [0, 0, 0]})
 
 
 def test_the_unlocked_line_loses_updates_and_fails_the_check():
     """The race itself: two spawned workers, enough increments that their loops overlap."""
     with pytest.raises(exercises.WrongAnswer, match="updates were lost"):
-        exercises.check(sharedctypes.EXERCISE, "view[0] += 1", **{**MEASURED, "iterations": 200_000})
+        exercises.check(sharedctypes.EXERCISE, predicted("view[0] += 1"),
+                        **{**MEASURED, "iterations": 200_000})
 
 
 @pytest.mark.parametrize("right", ["with lock: view[0] += 1", "with lock:\n    counter[0] += 1"])
 def test_a_line_that_holds_the_lock_passes(right, capsys):
-    assert exercises.grade(sharedctypes.EXERCISE, right, **MEASURED) is True
+    assert exercises.grade(sharedctypes.EXERCISE, predicted(right), **MEASURED) is True
     assert "lost 0, 0, 0" in capsys.readouterr().out
 
 
 def test_a_line_without_the_lock_fails_even_when_it_lost_nothing(capsys):
     """One worker cannot race: no update is lost, and the line still fails, for taking no lock."""
     with pytest.raises(exercises.WrongAnswer, match="by luck: your line never takes the lock"):
-        exercises.check(sharedctypes.EXERCISE, "view[0] += 1", **{**MEASURED, "n_workers": 1})
+        exercises.check(sharedctypes.EXERCISE, predicted("view[0] += 1"), **{**MEASURED, "n_workers": 1})
     assert "lost 0, 0, 0" in capsys.readouterr().out
 
 
