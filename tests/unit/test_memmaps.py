@@ -103,25 +103,30 @@ def test_the_faults_paragraph_says_why_only_when_tmpfs_needed_more():
 
     reads = {(kind, "warm read"): Timing((seconds,)) for kind, seconds in (("disk", 0.01), ("tmpfs", 0.03))}
     many = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "never")
-    assert "one fault per 1.94 MiB" in many and "`huge=never`" in many
-    assert "On tmpfs the warm read took 3×" in many
+    assert "one fault mapped 1.94 MiB" in many and "`huge=never`" in many
+    assert "tmpfs's warm read took 3×" in many
     assert "with 31× the faults; what the faults cost, this run does not measure" in many
-    assert ("up to 16 neighbouring 4 KiB pages (*fault-around*), or a whole larger block (*folio*) where the "
-            "cache holds the file in those: on disk one fault per 1.94 MiB on average; on tmpfs, mounted "
-            "`huge=never` (4 KiB pages only), one per 63.9 KiB. On tmpfs the warm") in many
+    assert ("up to 16 pages of 4 KiB (*fault-around*). On disk one fault mapped 1.94 MiB on average, "
+            "more than 16 pages: the page cache held this file partly in larger blocks (*folios*), which a "
+            "fault maps whole. tmpfs here (`huge=never`) holds 4 KiB pages only, so "
+            "a fault maps 16 at most: one per 63.9 KiB on average. tmpfs's warm") in many
     assert "Why" not in many
     same = memmap_figures.describe_faults({"disk": 2000, "tmpfs": 2051}, reads, 128 * 2**20, "never")
     assert "about as much per fault" in same and "folio" not in same
     huge = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "always")
-    assert "4 KiB pages only" not in huge and "tmpfs (4 KiB pages)" not in huge and "`huge=always`" in huge
+    assert "4 KiB pages only" not in huge and "`huge=always`" in huge
+    small_blocks = memmap_figures.describe_faults({"disk": 600, "tmpfs": 2051}, reads, 128 * 2**20, "never")
+    assert "On disk one fault mapped 218 KiB" in small_blocks
+    assert "(*folios*)" in small_blocks
+    few = memmap_figures.describe_faults({"disk": 2048, "tmpfs": 8192}, reads, 128 * 2**20, "never")
+    assert "On disk one fault mapped 64 KiB on average." in few and "folios" not in few
     alike = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "never",
                                            {"disk": Timing((0.007,)), "tmpfs": Timing((0.0072,))})
     assert ("A second sum through the same mapping took 7 ms on disk and 7.2 ms on tmpfs: read alike once "
             "mapped: tmpfs lost its warm read to mapping its pages.") in alike
     private = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "never",
                                              {"disk": Timing((0.007,)), "tmpfs": Timing((0.0072,))}, 0.0071)
-    assert ("once mapped, both read as fast as a private array (`np.sum`: 7.1 ms); tmpfs lost its warm read "
-            "to mapping its pages.") in private
+    assert "once mapped, both read as fast as a private array (`np.sum`: 7.1 ms)." in private
     assert "does not measure" not in alike and alike.endswith("mapping its pages.")
     slow = memmap_figures.describe_faults({"disk": 66, "tmpfs": 2051}, reads, 128 * 2**20, "never",
                                           {"disk": Timing((0.007,)), "tmpfs": Timing((0.014,))})
@@ -232,7 +237,9 @@ def test_joblib_memory_says_the_dev_shm_row_is_the_dump_again_and_gives_the_cgro
     assert memmap_figures.describe_split_read({"disk": Timing((0.006,))}).startswith(
         "split read,  disk, each task maps: ")
     both = memmap_figures.describe_split_read({"disk": Timing((0.006,))}, {"disk": Timing((0.004,))})
-    assert both.splitlines()[1].startswith("split read,  disk, mapped once   : median 4 ms")
+    assert both.splitlines()[1] == "split read,  disk, mapped once   : median 4 ms (1 run)"
+    spread = memmap_figures.describe_timing(Timing((0.004, 0.003, 0.006, 0.005, 0.0035)))
+    assert spread == "median 4 ms (middle half 3.5 ms to 5 ms, fastest 3 ms, 5 runs)"
 
 
 @pytest.mark.parametrize("on", KINDS)
@@ -317,3 +324,17 @@ def test_the_growth_table_shows_enough_digits_that_two_array_counts_never_share_
     assert "64.51 MiB (2.02 arrays)" in table and "64.45 MiB (2.01 arrays)" in table
     assert memmap_figures.two_decimals(256 * 2**20) == "256.00 MiB"
     assert memmap_figures.two_decimals(2**31) == "2.00 GiB"
+
+
+def test_the_mapping_cost_is_a_warm_read_less_a_second_sum_against_one_copy():
+    from helpers.lessons import memmap_figures
+    from helpers.measure.timing import Timing
+
+    reads = {("disk", "warm read"): Timing((0.0105,)), ("tmpfs", "warm read"): Timing((0.0277,))}
+    seconds = {"disk": Timing((0.00706,)), "tmpfs": Timing((0.00676,))}
+    text = memmap_figures.describe_mapping_cost(reads, seconds, 0.00669)
+    assert text == ("Mapping anew (its page faults: warm read less second sum) added 3.44 ms to the sum on "
+                    "disk and 20.9 ms on tmpfs, against 6.69 ms for one copy: less than a copy on disk, 3.1× "
+                    "one on tmpfs.")
+    tied = memmap_figures.describe_mapping_cost(reads, {"disk": Timing((0.011,))}, 0.0001)
+    assert "added 0 ns to the sum on disk" in tied and "tmpfs" not in tied
