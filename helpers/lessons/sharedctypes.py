@@ -467,10 +467,10 @@ def names_the_lock(line: str) -> bool:
 
 EXERCISE = Exercise(
     name="fix the race",
-    question=('a dict: "item_loses", your prediction (True or False) of whether counter[0] += 1 loses '
-              'updates; "line", a loop body (a string) that adds 1 to the counter with no update lost, '
-              "using view, counter or lock. The check compares your prediction with this run's item loop, "
-              "then runs your line in every worker and counts lost updates."),
+    question=('answer with a dict: "item_loses", your prediction (True or False) of whether counter[0] += 1 '
+              'loses updates; "line", a loop body (a string) that adds 1 to the counter with no update lost, '
+              "using view, counter or lock. The check compares your prediction with this run's rounds, then "
+              "runs your line in every worker and counts lost updates."),
     check=_check_answer,
     solution=lambda **measured: {"item_loses": True, "line": "with lock: view[0] += 1"},
     explanation=("counter[0] += 1 takes the lock twice, not across the read and the write; your line holds "
