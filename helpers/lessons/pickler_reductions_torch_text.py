@@ -124,20 +124,24 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
     fresh_floor = ratios["pickle", "local", largest]["fresh_floor_s"]  # floor (b) at the largest size
     fresh_runs = ratios["pickle", "local", largest].get("fresh_floor_runs_s", [fresh_floor])
     first = {where: ratios["shared_memory", where, largest]["first_s"] for where in WHERES}
+    slowest_shared = max(median[how, "remote", largest] for how in SHARED_WAYS)  # through a worker
+    fastest_private = min(median[how, "remote", largest] for how in HOWS if how not in SHARED_WAYS)
     return (
         "*What to see:* the stdlib pickle's time (blue) grows with the array, far above floor (a) (dashed); "
         "torch's private-array trip (orange) follows floor (b) (dotted); the torch-free one "
         "(red), warm, nears (a) as the array grows. The already-shared lines (green, purple) grow at most "
         f"{spread}× over the {largest / smallest:.0f}× sweep, the pickle's {int(pickle_growth)}× or more."
-        "\n\n**Conclusion.** "
+        "\n\n**Conclusion.**\n\n- "
         + pickle_cost
-        + " Through a worker, every reduction beat the pickle "
+        + "\n- Through a worker, every reduction beat the pickle "
         + ("at every size" if beaten_from == smallest
            else f"from {format_bytes(beaten_from)} up" if beaten_from else "at no size throughout")
         + ("." if shared_from is None else
            ", and an array already shared beat every other trip "
-           + ("at every size" if shared_from == smallest else f"from {format_bytes(shared_from)} up") + ".")
-        + " Torch's private-array trip took "
+           + ("at every size" if shared_from == smallest else f"from {format_bytes(shared_from)} up")
+           + f" (at {format_bytes(largest)}, {format_seconds(slowest_shared)} against "
+             f"{format_seconds(fastest_private)} for the fastest private trip).")
+        + "\n- Torch's private-array trip took "
           f"{format_ratio(ratios['torch', 'local', largest]['ratio_to_fresh_floor'])}× (b) locally at "
           f"{format_bytes(largest)}"
         + (f"; locally a pickle beat it at {' and '.join(map(format_bytes, pickle_first))}. " if pickle_first
@@ -146,8 +150,8 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
           f"{format_seconds(first['local'])} locally and {format_seconds(first['remote'])} remote, "
           "against floor (b)'s median "
           f"{format_seconds(fresh_floor)} (its runs {_span(fresh_runs)}): "
-          f"{cold_verdict(list(first.values()), fresh_floor, fresh_runs)} "
-        + remote_like_local(rows)
+          f"{cold_verdict(list(first.values()), fresh_floor, fresh_runs)}"
+        + "\n- " + remote_like_local(rows)
         + remote_below_local(rows))
 
 
@@ -171,8 +175,7 @@ def cold_verdict(first_calls: list[float], fresh_floor: float, fresh_runs: list[
     """How the cold torch-free calls compare with floor (b), given its median and runs (seconds)."""
     words = cold_words(value / fresh_floor for value in first_calls)
     if max(first_calls) < min(fresh_runs):
-        return ("below all its runs, though also one copy into new pages: a new segment reserves them in one "
-                "call (`posix_fallocate`), (b) faults them in one at a time.")
+        return "below all its runs, its pages reserved in one call (`posix_fallocate`)."
     if all(0.9 * min(fresh_runs) <= value <= 1.1 * max(fresh_runs) for value in first_calls):
         return f"{words}, within 10% of its runs: one copy into new pages."
     return f"{words}."
