@@ -150,7 +150,7 @@ def format_table(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     unmeasured = []  # footnotes: why a row's memory columns are empty
     for r in ran(results).values():
         round_trip = r.round_trip.median if r.round_trip is not None else None
-        setup = "-" if r.setup_s is None else format_seconds(r.setup_s)
+        setup = "-" if r.setup_s is None else "n/r" if _unresolved(r, floors) else format_seconds(r.setup_s)
         pss, shm = _arrays(r.pss_added_bytes, r.array_bytes), _arrays(r.shm_added_bytes, r.array_bytes)
         if r.pss_added_bytes is None:  # the notes from why memory is not measured on (the rest: its lesson)
             why = r.notes[r.notes.find(UNMEASURED):] if UNMEASURED in (r.notes or "") else UNMEASURED
@@ -513,16 +513,18 @@ def _disk_or_tmpfs(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         same = (there >= SAME_WITHIN) == (factor >= SAME_WITHIN)
         verdict = "holds" if factor >= SAME_WITHIN else "fails"
         text += (f": the claim {verdict} here, {'as' if same else 'unlike'} on the reference at this size "
-                 f"({_factor(there)}×, disk {_disk_direction(there)})")
+                 f"({_factor(there)}×, {_disk_direction(there, 'disk ')})")
     else:
         agrees = (factor >= SAME_WITHIN) == (statistics.median(factors) >= SAME_WITHIN)
         text += f", {_this_run_against(here.claims[2], noisy[2], agrees)}"
     return text + (f" ({WITHIN_NOISE})" if noisy[2] else "") + "."
 
 
-def _disk_direction(factor: float) -> str:
-    """Which memmap was faster, at the precision ``_factor`` prints."""
-    return "as fast" if _factor(factor) == "1.00" else "slower" if factor > 1 else "faster"
+def _disk_direction(factor: float, subject: str = "") -> str:
+    """Which memmap was faster; less than ``NOISE_FACTOR`` apart, a tie (section 3's rule)."""
+    if 1 / NOISE_FACTOR < factor < NOISE_FACTOR:
+        return f"within {NOISE_FACTOR:g}×: a tie"
+    return subject + ("slower" if factor > 1 else "faster")
 
 
 def _slowest_of_zero_copy(column: ClaimColumn) -> str | None:
@@ -567,7 +569,7 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
     elif here.claims[1].holds:
         how = f"within {CLOSE_TOGETHER:g}×, as the blog found (slowest here: `{slowest}`)"
     else:
-        how = f"slowest {lead}"
+        how = f"slowest {lead}" if not near else lead
         # The reference's slowest, too slow here on its own: the claim fails here for the reason said.
         alone = [name for name in sorted(failed) if name != slowest and name in here.medians
                  and _factor_of_fastest(here, name) > CLOSE_TOGETHER]
@@ -585,7 +587,7 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         else:
             against = _this_run_against(here.claims[1], noisy[1], slowest in failed)
             if against == "as on the reference":
-                how = f"so the claim fails, as on the reference; slowest {lead}"
+                how = "so the claim fails, as on the reference; " + (lead if near else f"slowest {lead}")
             else:
                 how += f", {against}"
     return f"{text}. This run: {_factor(here.claims[1].factor)}×, {how}."
@@ -962,10 +964,12 @@ def _round_trips_against_floor_b(trip: dict[str, float], fresh_over_warm: float,
         parts.append(text)
     if in_place:
         text = f"written into a result made and first filled untimed ({_names(in_place)}) {span(in_place)}"
-        if "sharedctypes" in in_place and len(in_place) > 1 and trip["sharedctypes"] == min(
-                trip[name] for name in in_place):
+        rest = [trip[name] for name in in_place if name != "sharedctypes"]
+        if "sharedctypes" in in_place and rest and min(rest) >= NOISE_FACTOR * trip["sharedctypes"]:
             text += (", lowest `sharedctypes`: its workers got both arrays at start, the others map them per "
                      "task")
+        elif len(in_place) > 1:  # section 3's rule: ways less than NOISE_FACTOR apart are not ranked
+            text += f": within {NOISE_FACTOR:g}×, not ranked"
         parts.append(text)
     if stored:
         store = "Ray's object store" if all(name.startswith("ray") for name in stored) else (
@@ -1209,15 +1213,23 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing]) -> str:
             text = text[:-1] + (f"; `joblib`, one dump per call inside the timed call, "
                                 f"{_table(fan['joblib'])}×.")
         lines.append(text[:-1] + " (section 3).")
+    late = [name for name in LATE_START if name in fan]
+    if late:  # their start-up, untimed in the fan-out, is where send_once pays its copies
+        lines.append("- Fan-outs leave out start-up, where "
+                     + " and ".join(f"`{n}` ({_table(fan[n])}×)" for n in late)
+                     + " got the array to their workers (the table under the exercise).")
     back = [name for name in RESULT_PICKLED_BACK if name in trip]
     in_place = [name for name in RESULT_WRITTEN_IN_PLACE if name in trip]
     if back and in_place and min(trip[n] for n in back) >= NOISE_FACTOR * max(trip[n] for n in in_place):
         lines.append(f"- Share the result too: pickled back through a pipe it took at least "
                      f"{format_ratio(min(trip[n] for n in back))}× floor (b); written into a segment or file "
-                     f"made beforehand, at most {format_ratio(max(trip[n] for n in in_place))}× (section 3).")
+                     f"made beforehand (untimed), at most {format_ratio(max(trip[n] for n in in_place))}× "
+                     "(section 3).")
     return "\n".join(lines)
 
 
+# Ways whose workers get the array as their pool starts: the fan-out does not time that start-up.
+LATE_START = ("fork_cow", "send_once")
 # What the extra start-up of a pool that gets the array as it starts holds, over one started on a stand-in.
 START_WHY = {"send_once": "the array pickled to each worker at start",
              "fork_cow": "fork copies no page of it"}
@@ -1240,6 +1252,12 @@ RAY_PUT_REUSED = ("far under it, likely store pages an earlier put had touched; 
                   "timed here")
 # A late pool's setup is the difference of two pool start-ups, each timed once.
 START_DIFFERENCE = "a difference of two start-ups timed once"
+
+
+def _unresolved(r, floors: tuple[Timing, Timing]) -> bool:
+    """A start-up that sends every worker a copy, measured under those copies' floor: not resolved."""
+    return (r.name in SENDS_LIKE_PICKLE and r.setup_s is not None
+            and r.setup_s < r.n_workers * floors[0].median)
 
 
 def setup_note(results: Sequence, floors: tuple[Timing, Timing]) -> str:
@@ -1273,9 +1291,10 @@ def setup_note(results: Sequence, floors: tuple[Timing, Timing]) -> str:
 
     def started(name: str) -> str:
         text, why = f"{name} {format_seconds(done[name].setup_s)}", START_WHY.get(name)
-        if done[name].setup_s < NOTHING_SET_UP and name in SENDS_LIKE_PICKLE:  # the stand-in's as slow: noise
-            return (text + f", no slower, {START_DIFFERENCE}: the stand-in's start-up was as slow, hiding "
-                    "the copies")
+        if _unresolved(done[name], floors):  # under its own copies' floor: start-up noise, no figure
+            n = done[name].n_workers
+            return (f"{name} n/r: not resolved, as {START_DIFFERENCE} came out under its {n} copies' floor "
+                    f"({format_seconds(n * floors[0].median)}, {n}× floor (a)): start-up noise hides them")
         if done[name].setup_s < NOTHING_SET_UP:  # no slower than the stand-in's start-up
             return (text + ": no slower than the stand-in's" + (f", as {why}" if why else "")
                     + f" ({START_DIFFERENCE})")
