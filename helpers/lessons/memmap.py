@@ -19,6 +19,7 @@ import shutil
 import signal
 import stat
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -334,6 +335,22 @@ def keep_mappings(specs: Mapping[str, MemmapSpec]) -> None:
     for name, spec in specs.items():
         _kept[name] = spec.open("r")
         float(np.sum(_kept[name]))
+
+
+def pid_after(seconds: float) -> int:
+    """Sleep ``seconds``, then return this worker's pid: a task long enough that a pool hands its
+    next task to another idle worker."""
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def wait_for_every_worker(pool, n_workers: int, seconds: float = 0.05, timeout: float = 30.0) -> None:
+    """Return once ``n_workers`` distinct workers of ``pool`` have each run a task, so each has finished
+    starting and its initializer: a timing that follows catches no worker still starting."""
+    deadline = time.monotonic() + timeout
+    while len(set(pool.map(pid_after, [seconds] * n_workers, chunksize=1))) < n_workers:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {n_workers} workers answered within {timeout} s")
 
 
 def sum_kept_slice(name: str, start: int, stop: int) -> float:

@@ -338,3 +338,13 @@ def test_the_mapping_cost_is_a_warm_read_less_a_second_sum_against_one_copy():
                     "one on tmpfs.")
     tied = memmap_figures.describe_mapping_cost(reads, {"disk": Timing((0.011,))}, 0.0001)
     assert "added 0 ns to the sum on disk" in tied and "tmpfs" not in tied
+
+
+def test_wait_for_every_worker_returns_once_each_worker_has_run_a_task():
+    import multiprocessing
+
+    from helpers.lessons import memmap
+
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        memmap.wait_for_every_worker(pool, 2)
+        assert len(set(pool.map(memmap.pid_after, [0.05, 0.05], chunksize=1))) == 2
