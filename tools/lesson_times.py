@@ -4,12 +4,13 @@ Reading time: the words a reader reads at 200 words a minute, to the nearest min
 Markdown cell (its ``<details>`` blocks and inline code included; fenced code blocks, HTML tags and
 link targets not) and the Markdown the stored run renders (a conclusion written from the
 measurement), plus the printed output (the text the stored run prints: tables, check lines, shown
-source; not a figure's placeholder text). The prose alone is what a lesson's word budget limits;
-the printed output is counted because a reader reads it too. Run time: the
-seconds its last stored execution took at the default size, which ``tools.execute_notebooks``
-records in the notebook's metadata (``lab.run_seconds``), rounded to 5 s. ``--write`` puts both into
-every lesson's header line (added under the title where missing) and into the README's last column;
-without it, the command lists what differs and exits 1 (the unit tests run it that way).
+source, and the fenced text blocks of rendered Markdown; not a figure's placeholder text). The
+prose alone is what a lesson's word budget limits; the printed output is counted because a reader
+reads it too. Run time: the seconds its last stored execution took at the default size, which
+``tools.execute_notebooks`` records in the notebook's metadata (``lab.run_seconds``), rounded to 5 s.
+``--write`` puts both into every lesson's header line (added under the title where missing) and into
+the README's last column; without it, the command lists what differs and exits 1 (the unit tests run
+it that way).
 
     python -m tools.lesson_times --write
 """
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORDS_A_MINUTE = 200
 HEADER = re.compile(r"Reading time: about \d+ min \([^)]*\) · run time: about [^\n]*? at the default size")
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’.,-]*")
+FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.S)  # a fenced block's text, its info string left out
 README_ROW = re.compile(r"^(\| (\d\d) \| \[[^\n]*\| )([^|\n]+)( \|)$", re.M)
 
 
@@ -54,15 +56,18 @@ def prose_words(notebook: dict) -> int:
 
 
 def printed_words(notebook: dict) -> int:
-    """Words of the text the stored outputs print (streams, and plain text not shown as a figure or
-    as rendered Markdown), which a reader reads beside the prose."""
+    """Words of the text the stored outputs print (streams, plain text not shown as a figure or as
+    rendered Markdown, and the fenced text blocks inside rendered Markdown: a table a run prints
+    collapsed), which a reader reads beside the prose."""
     words = 0
     for cell in notebook["cells"]:
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             if output.get("output_type") == "stream":
                 text = "".join(output.get("text", ""))
-            elif "text/plain" in data and not {"text/markdown", "image/png", "text/html"} & set(data):
+            elif "text/markdown" in data:
+                text = " ".join(FENCED.findall("".join(data["text/markdown"])))
+            elif "text/plain" in data and not {"image/png", "text/html"} & set(data):
                 text = "".join(data["text/plain"])
             else:
                 continue

@@ -17,7 +17,7 @@ def _code(*outputs: dict) -> dict:
     return {"cell_type": "code", "source": ["print('x')"], "outputs": list(outputs)}
 
 
-def test_printed_words_count_streams_and_plain_text_but_not_figures_or_rendered_markdown():
+def test_printed_words_count_streams_plain_text_and_fenced_text_but_not_figures_or_rendered_prose():
     notebook = _notebook(
         {"cell_type": "markdown", "source": ["Four words of prose."]},
         _code({"output_type": "stream", "name": "stdout", "text": ["three printed words\n"]}),
@@ -25,9 +25,11 @@ def test_printed_words_count_streams_and_plain_text_but_not_figures_or_rendered_
         _code({"output_type": "display_data", "data": {"text/plain": ["<Figure size 800x400 with 1 Axes>"],
                                                         "image/png": "iVBORw0KGgo="}}),
         _code({"output_type": "display_data", "data": {"text/plain": ["<Markdown object>"],
-                                                        "text/markdown": ["Rendered prose, five words."]}}))
-    assert lesson_times.printed_words(notebook) == 5
-    assert lesson_times.prose_words(notebook) == 4 + 4
+                                                        "text/markdown": ["Rendered prose, five words."]}}),
+        _code({"output_type": "display_data", "data": {"text/plain": ["<Markdown object>"], "text/markdown": [
+            "<details><summary>A table</summary>\n\n```text\nway  time\nsix  7 ms\n```\n</details>"]}}))
+    assert lesson_times.printed_words(notebook) == 5 + 5  # the collapsed table's fenced text is printed
+    assert lesson_times.prose_words(notebook) == 4 + 4 + 2  # its summary is prose
 
 
 def test_the_header_counts_prose_and_printed_output_and_matches_what_it_replaces():
