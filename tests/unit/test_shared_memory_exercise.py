@@ -117,11 +117,16 @@ def test_pickling_a_table_of_python_strings_is_far_slower_than_sharing_it():
     fan_outs = shared_memory_tables.time_table_fan_outs(SPAWN, N_WORKERS, table, 8192, repeat=3)
     traced_already = tracemalloc.is_tracing()  # then every way is traced, and none is timed apart
     sums = fan_outs.sums
-    assert all(np.allclose(values, values[0]) for values in sums.values()) and len(sums) == 6 - traced_already
+    assert all(np.allclose(values, values[0]) for values in sums.values())
+    assert len(sums) == 7 - 2 * traced_already
     assert (shared_memory_tables.PICKLED_OBJECTS_TRACED in fan_outs.timings) is not traced_already
+    assert (shared_memory_tables.SHARED_TRACED in fan_outs.timings) is not traced_already
     whole = [sums[way][0] for way in (shared_memory_tables.PICKLED_BYTES, shared_memory_tables.SHARED,
                                       shared_memory_tables.SHARED_KEPT)]
     assert whole == pytest.approx([np.nansum(table["price"])] * 3)
+    if not traced_already:
+        assert sums[shared_memory_tables.SHARED_TRACED][0] == pytest.approx(np.nansum(table["price"]))
+        assert fan_outs.rows[shared_memory_tables.SHARED_TRACED] == len(table)
     assert sums[shared_memory_tables.PICKLED_OBJECTS][0] == pytest.approx(np.nansum(table["price"][:8192]))
     assert fan_outs.rows[shared_memory_tables.PICKLED_OBJECTS] == 8192
     assert fan_outs.rows[shared_memory_tables.SHARED_KEPT] == len(table)
@@ -136,13 +141,14 @@ def test_pickling_a_table_of_python_strings_is_far_slower_than_sharing_it():
     assert kept < fan_outs.timings[shared_memory_tables.SHARED].min
 
 
-def fan_outs_of(pickled_bytes, pickled_objects, shared, traced, rows=1000, object_rows=100, fixed=None):
-    """A TableFanOuts of one run a way (seconds), the object ways on ``object_rows`` rows, and a
-    one-row call of ``fixed`` seconds where given."""
+def fan_outs_of(pickled_bytes, pickled_objects, shared, traced, rows=1000, object_rows=100, fixed=None,
+                shared_traced=None):
+    """A TableFanOuts of one run a way (seconds), the object ways on ``object_rows`` rows, a
+    one-row call of ``fixed`` seconds and a traced new segment of ``shared_traced`` where given."""
     tables = shared_memory_tables
     times = {tables.PICKLED_BYTES: pickled_bytes, tables.SHARED: shared, tables.SHARED_KEPT: shared / 2,
              tables.PICKLED_OBJECTS: pickled_objects, tables.PICKLED_OBJECTS_TRACED: traced,
-             tables.ONE_ROW: fixed}
+             tables.SHARED_TRACED: shared_traced, tables.ONE_ROW: fixed}
     timings = {way: Timing((seconds,)) for way, seconds in times.items() if seconds is not None}
     rows = {way: 1 if way == tables.ONE_ROW else object_rows if "objects" in way else rows for way in timings}
     return shared_memory_tables.TableFanOuts(timings, rows, {})
@@ -188,3 +194,10 @@ def test_a_table_with_its_text_as_objects_is_refused_by_shared_memory():
 @pytest.mark.parametrize("value, text", [(503.2, "500"), (7.34, "7.3"), (0.171, "0.17"), (12345.0, "12,000")])
 def test_figures_in_prose_keep_two_significant_digits(value, text):
     assert shared_memory_tables.about(value) == text
+
+
+def test_tracing_a_new_segment_too_divides_the_objects_tracing_factor():
+    text = shared_memory_tables.post_versions(fan_outs_of(0.004, 0.008, 0.001, 0.024, shared_traced=0.0015),
+                                              N_WORKERS)
+    assert "| tracemalloc on / off: objects' 3× ÷ a new segment's 1.5× | 2× |" in text, text
+    assert "**160×**, more than the post's 100×" in text, text
