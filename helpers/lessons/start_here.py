@@ -376,10 +376,12 @@ def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Map
     (before, after): that column's USS and PSS rows are then their growth without file pages
     (``data_growth``), as the check counts them, in place of the sampler's medians. The last column
     also gets one reader's PSS (``counted[READER]``, when there), and a note gives its rows that moved
-    by under ``share`` of an array either way: noise that counts 0 arrays."""
+    by under ``share`` of an array either way: noise that counts 0 arrays. The cgroup counter is left
+    out: other programs (the page cache) move it, and the exercise does not ask for it."""
     rows = {MEASURES["USS sum"]: "uss", MEASURES["PSS sum"]: "pss"}
     table = {}
     for column, grown in columns.items():
+        grown = {name: value for name, value in grown.items() if name != "cgroup counter"}
         data = data_growth(*(kinds or {}).get(column, (None, None)))
         table[column] = dict(grown) if data is None else {  # USS and PSS in place, read page by page
             (f"{name}, no file pages" if name in rows else name): data[rows[name]] if name in rows else value

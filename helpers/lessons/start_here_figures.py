@@ -65,10 +65,10 @@ def _stagger_mark_labels(ax, gap: float = 0.06) -> None:
 
 def spikes_caption(report, reader_pids: Sequence[int], array_bytes: int, share: float = 0.25) -> str:
     """A sentence naming the PSS spikes of workload B, from ``report`` (marks of ``start_here``'s
-    section 4): the tree's while this kernel filled the segment (between ``'no segment end'`` and
-    ``'unmapped holding'``), and a reader's before every reader held it (between ``'unmapped end'`` and
-    ``'shared holding'``), each named when it rose over ``share`` of an array above its level while
-    held; "" when neither did."""
+    section 4), each in arrays above the level its line then settled at: the tree's while this kernel
+    filled the segment (between ``'no segment end'`` and ``'unmapped holding'``; it settles once the
+    kernel closes the segment), and a reader's before every reader held it (between ``'unmapped end'``
+    and ``'shared holding'``), each named when it rose over ``share`` of an array; "" when neither did."""
     times, per_process, totals = report.timeline("pss")
     marks = report.marks
 
@@ -77,17 +77,19 @@ def spikes_caption(report, reader_pids: Sequence[int], array_bytes: int, share: 
         return max(inside, default=0.0)
 
     parts = []
-    filling = peak(totals, "no segment end", "unmapped holding")
-    if filling - report.steady("unmapped holding", "unmapped end").pss > share * array_bytes:
-        parts.append(f"this kernel filling the segment alone (tree PSS up to {format_bytes(filling)})")
+    settled = report.steady("unmapped holding", "unmapped end").pss
+    filling = peak(totals, "no segment end", "unmapped holding") - settled
+    if filling > share * array_bytes:
+        parts.append(f"this kernel, mapping the segment while it filled it (+{filling / array_bytes:.2f})")
     held = report.by_process("shared holding", "shared end")
-    early = {pid: peak(per_process[pid], "unmapped end", "shared holding") for pid in reader_pids
-             if pid in per_process and pid in held}
+    early = {pid: peak(per_process[pid], "unmapped end", "shared holding") - held[pid][1]
+             for pid in reader_pids if pid in per_process and pid in held}
     first = max(early, key=early.get, default=None)
-    if first is not None and early[first] - held[first][1] > share * array_bytes:
-        parts.append(f"{report.process_labels[first]} attaching first, charged all it mapped until the "
-                     f"others attached (up to {format_bytes(early[first])})")
-    return f"The spikes: {'; then '.join(parts)}." if parts else ""
+    if first is not None and early[first] > share * array_bytes:
+        parts.append(f"{report.process_labels[first]}, charged all it mapped until the others attached "
+                     f"(+{early[first] / array_bytes:.2f})")
+    return (f"Spikes, in arrays above where the line settled: {'; '.join(parts)}. "
+            f"Samples at least {report.interval * 1000:.0f} ms apart can miss a peak.") if parts else ""
 
 
 def rss_and_pss_markdown(report) -> str:
