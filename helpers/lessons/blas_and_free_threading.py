@@ -16,7 +16,7 @@ import numpy as np
 from helpers.lessons.gil_heartbeat import tree_cpu_wait_seconds
 from helpers.lessons.threads_or_processes import PROCESSES, executor, timed_runs
 from helpers.measure.timing import Timing
-from helpers.measure.units import format_seconds
+from helpers.measure.units import format_seconds, shown
 
 # --- BLAS's own threads inside each worker process -------------------------------------------------
 
@@ -104,9 +104,10 @@ def blas_conclusion(runs: dict[tuple[int, int | None], BlasRun], n_workers: int,
     """Section 4's conclusion in Markdown, from ``blas_fan_out``'s runs keyed (workers, limit): the
     oversubscribed fan-out against the limited one, on fastest runs and on medians, and the control."""
     unlimited, limited = runs[n_workers, None], runs[n_workers, limit]
-    ratio = unlimited.timing.min / limited.timing.min  # fastest runs: noise only adds time
-    on_medians = unlimited.timing.median / limited.timing.median
-    alone = runs[1, None].timing.min / runs[1, limit].timing.min  # the control: nothing oversubscribed
+    # ratios of the times as printed (three figures), so that they agree with the table above
+    ratio = shown(unlimited.timing.min) / shown(limited.timing.min)  # fastest runs: noise only adds time
+    on_medians = shown(unlimited.timing.median) / shown(limited.timing.median)
+    alone = shown(runs[1, None].timing.min) / shown(runs[1, limit].timing.min)  # the control
     total = sum(size or 1 for size in unlimited.pool_sizes)
     has_control = runs[1, None].pool_sizes != runs[1, limit].pool_sizes
     control = f"The control, one worker unlimited, took {alone:.2f}× its limited time"
@@ -126,20 +127,24 @@ def blas_conclusion(runs: dict[tuple[int, int | None], BlasRun], n_workers: int,
                "last working thread can wait for a CPU until the scheduler takes one from a spinner"
                if blas_library() == "openblas" else
                "A product waits for its pool's last thread, which often had to wait for a CPU")
-        verdict = why + ((f". {control}: alone, a pool that size helped." if alone < 0.9 else
-                          f". {control}: a pool that size cost little or nothing by itself.")
+        trade = " Limiting trades that for workers that run at once."
+        verdict = why + ((f". {control}: alone, a pool that size helped.{trade}" if alone < 0.9 else
+                          f". {control}: alone, its pool neither helped nor hurt, so limiting cost nothing "
+                          "here; where a pool helps, limiting trades that for workers that run at once."
+                          if alone <= 1.1 else
+                          f". {control}: a pool that size cost a little by itself.")
                          if has_control else ".")
     if max(on_medians / ratio, ratio / on_medians) >= 1.5:
-        spread = (f" on fastest runs, **{on_medians:.2f}×** on medians: "
+        spread = (f" on fastest runs, **about {_about(on_medians)}×** on medians: "
                   + ("the oversubscribed runs were also erratic" if on_medians > ratio else
                      "the limited runs were the erratic ones") + " "
                   f"(IQR {format_seconds(unlimited.timing.iqr)} against "
                   f"{format_seconds(limited.timing.iqr)} limited).")
     else:
-        spread = f" on fastest runs ({on_medians:.2f}× on medians)."
+        spread = f" on fastest runs (about {_about(on_medians)}× on medians)."
     parallel = ""
     if n_workers >= 2 and usable_cpus >= 2 and limited.pool_sizes != unlimited.pool_sizes:
-        took = limited.timing.min / runs[1, limit].timing.min  # N workers' fastest over one's, both limited
+        took = shown(limited.timing.min) / shown(runs[1, limit].timing.min)  # N workers' over one's, limited
         parallel = (f" Limited, {n_workers} workers took {took:.2f}× one worker's time for {n_workers}× "
                     "the work: "
                     + ("they ran at once." if took <= 0.75 * n_workers else
@@ -149,8 +154,13 @@ def blas_conclusion(runs: dict[tuple[int, int | None], BlasRun], n_workers: int,
     return (f"**Conclusion.** As BLAS sized them, the {n_workers} workers' pools had "
             f"{describe_pools(unlimited.pool_sizes)}: {total} threads for {usable_cpus} usable "
             f"CPU{'s' * (usable_cpus > 1)}. The "
-            f"unlimited fan-out took **{ratio:.2f}×** the time of the limited one{spread} "
+            f"unlimited fan-out took **about {_about(ratio)}×** the time of the limited one{spread} "
             f"{verdict}{parallel}")
+
+
+def _about(ratio: float) -> str:
+    """A ratio of noisy timings to two significant figures: '2.5', '14'."""
+    return f"{ratio:.1f}" if ratio < 10 else f"{ratio:.0f}"
 
 
 # --- Is there a GIL at all? -----------------------------------------------------------------------

@@ -362,11 +362,11 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
             + ("" if free_threaded else ", a GIL each") + f"{waited(loop_control)}.")
     against = (f"- **Python loop, processes receiving their chunks:** "
                f"{format_seconds(by[processes_py].timings[n].min)} against the threads' "
-               f"{format_seconds(by[threads_py].timings[n].min)} on fastest runs, "
+               f"{format_seconds(by[threads_py].timings[n].min)} (fastest runs; medians "
                f"{format_seconds(by[processes_py].timings[n].median)} against "
-               f"{format_seconds(by[threads_py].timings[n].median)} on medians. "
-               f"Their {up[processes_py]:.2f}× speed-up compares them with one process "
-               f"({format_seconds(one[processes_py])}, receiving included), not with threads.")
+               f"{format_seconds(by[threads_py].timings[n].median)}). "
+               f"Their {up[processes_py]:.2f}× speed-up is over one process "
+               f"({format_seconds(one[processes_py])}, receiving included), not over threads.")
     control_wait = by[control].waited_for_cpu
     if usable_cpus >= n >= 2 and control_wait > wait_limit:
         cpus = (f"sped up {up[control]:.2f}× on fastest runs, {up_median[control]:.2f}× on medians (CPU "
@@ -380,7 +380,8 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     return "\n".join([
         f"**Conclusion.** {n} workers on {usable_cpus} usable CPU{'s' * (usable_cpus > 1)}; NumPy's "
         f"control, processes with nothing to send, {cpus}"
-        + (" **On this run processes beat threads at neither sum.**" if slower and send_cost > 1 else ""),
+        + (" **On this run processes that received their chunks beat threads at neither sum.**"
+           if slower and send_cost > 1 else ""),
         "",
         f"- **NumPy, threads:** **{up[threads_np]:.2f}×** as fast as one (fastest runs; "
         f"{up_median[threads_np]:.2f}× on medians{noisy}{waited(threads_np)}).",
@@ -388,7 +389,10 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
         against,
         f"- **NumPy, processes:** **{send_cost:.0f}×** as long as threads; {n} workers "
         + (f"sped them up only {up[processes_np]:.2f}×" if up[processes_np] >= 1
-           else f"made them no faster ({up[processes_np]:.2f}×)") + ".",
+           else f"made them no faster ({up[processes_np]:.2f}×)")
+        + (": one feeder thread in this process (section 2) pickles and sends the chunks one after the "
+           "other, through one pipe (`multiprocessing/queues.py`)."
+           if up[processes_np] < 0.75 * n else "."),
         "",
         f"Per float, one thread's Python loop (on {format_bytes(python_bytes)}) took "
         f"{_ns(one[threads_py] / python_floats)} ns, `np.sum` (on {format_bytes(array_bytes)}) "
@@ -489,15 +493,18 @@ def plot_scaling(scalings: list[Scaling], usable_cpus: int):
 
 
 def plot_held_states(report, title: str):
-    """``report.plot("pss")`` of states held with ``demos.hold``: each state named once, where it
-    begins (its '... holding' mark, without that word); the ends stay as unnamed lines."""
+    """``report.plot("pss")`` of states held with ``demos.hold``: each state named once, above the plot
+    where it begins (its '... holding' mark, without that word); the ends stay as unnamed lines."""
     ax = report.plot("pss", title=title)
     for text in list(ax.texts):
         label = text.get_text()
         if label.endswith(" end"):
             text.remove()
-        else:
+        else:  # above the plot area, where it hides no line
             text.set_text(label.removesuffix(" holding"))
-    ax.figure.set_size_inches(10, 4)
+            text.xy = text.xyann = (text.xy[0], 1.01)
+            text.set(rotation=20, va="bottom", ha="left", rotation_mode="anchor")
+    ax.set_title(title, pad=40)
+    ax.figure.set_size_inches(10, 4.6)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
