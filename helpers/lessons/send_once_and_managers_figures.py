@@ -64,14 +64,15 @@ def marks_above_the_axes(ax, marks: Mapping[str, float]) -> None:
 
 def plot_costs(sizes: Sequence[int], per_task: Mapping[str, Sequence[float]], floor: Sequence[float],
                costs: ProxyCosts, lines: Mapping[str, tuple[float, float]], resend: Sequence[float],
-               installed: float, break_even: Sequence[float | None]):
+               installed: float, break_even: Sequence[float | None], statistic: str = "min",
+               tested: Mapping[int, float] | None = None, tested_size: int | None = None):
     """Left: seconds per task of each way (``per_task``) against the wrapped data's size, with the
     memcpy ``floor``. Right: seconds per task of a proxy against reads per task, sent with every task
     or installed (``lines``: their (fixed, per read) fits, dashed and labelled as estimates past the
     reads measured), against ``resend`` of each size (estimated break-even circles) and the
-    ``installed`` object's task. The right panel plots each k's fastest task (the proxy's tasks last
-    a few hundred microseconds, where a busy machine's delays are of that order): pass
-    ``resend`` and ``installed`` as fastest tasks too. The figure."""
+    ``installed`` object's task. The right panel plots each k's ``statistic`` ("min": fastest task,
+    "median"): pass ``resend``, ``installed`` and ``lines`` by the same statistic. ``tested``: seconds
+    per task at reads past 64 (on the list of ``tested_size`` bytes), drawn as filled points. The figure."""
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
@@ -90,7 +91,7 @@ def plot_costs(sizes: Sequence[int], per_task: Mapping[str, Sequence[float]], fl
                   ("proxy installed once per worker", costs.installed, "v", "tab:red"))
     for label, timings, marker, color in proxy_ways:
         fixed, per_read = lines[label]
-        right.plot(ks, [timings[k].min for k in ks], marker, color=color, label=label)
+        right.plot(ks, [getattr(timings[k], statistic) for k in ks], marker, color=color, label=label)
         right.plot(fitted, fixed + per_read * fitted, "--", color=color, linewidth=1,
                    label="its line through 1 and 64 reads (an estimate past 64)")
     estimated = {"label": "break-even, estimated from the line"}
@@ -101,11 +102,15 @@ def plot_costs(sizes: Sequence[int], per_task: Mapping[str, Sequence[float]], fl
         if k:
             right.plot([k], [seconds], "o", color="tab:green", markerfacecolor="none", **estimated)
             estimated = {}
+    if tested:
+        where = f" on the {format_bytes(tested_size)} list" if tested_size else ""
+        right.plot(list(tested), list(tested.values()), "o", color="tab:green",
+                   label=f"proxy sent with every task, tested{where}")
     right.axhline(installed, color="tab:orange", linestyle=":", linewidth=1)
     right.annotate("index sent, object installed", (fitted[1], installed), fontsize=7, va="bottom",
                    color="tab:orange")
     right.set(xscale="symlog", yscale="log", xlim=(0, reach), xlabel="items read per task (k)",
-              ylabel="seconds per task (fastest)",
+              ylabel=f"seconds per task ({'fastest' if statistic == 'min' else statistic})",
               title="A proxy pays per read: where it loses (estimated past 64 reads)")
     right.legend(fontsize=8, loc="lower right")
     return fig
