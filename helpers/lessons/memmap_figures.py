@@ -56,7 +56,8 @@ def plot_reads(reads: Mapping[tuple[str, str], Timing], in_ram_s: float, warm_fl
     ax = plot_bars(bars, "milliseconds" + (" (log scale)" if log else ""),
                    f"Map and sum a {format_bytes(array_bytes)} file",
                    reference=copy_and_sum * 1e3,
-                   reference_label=f"one copy, then np.sum: {format_seconds(copy_and_sum)}", log=log)
+                   reference_label=(f"a copy into private RAM ({format_seconds(warm_floor_s)}), then np.sum "
+                                    f"({format_seconds(in_ram_s)}): {format_seconds(copy_and_sum)}"), log=log)
     if log:
         ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
@@ -197,6 +198,8 @@ def plot_joblib_memory(report, workers: Mapping[str, Iterable[int]]):
                                   "(pickled)")
     bottom, top = ax.get_ylim()
     ax.set_ylim(bottom, top + 0.35 * (top - bottom))  # room for the legend above the tree's peak
+    left, right = ax.get_xlim()
+    ax.set_xlim(left - 0.04 * (right - left), right)  # room left of the first mark for its label
     lift_mark_labels(ax)
     return ax
 
@@ -314,27 +317,28 @@ def median_less_waits(runs: Iterable[float], retry_waits: Iterable[float]) -> fl
 
 def describe_joblib_headline(times: Mapping[str, Timing], retry_waits: Iterable[float], tasks: int,
                              growth: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
-    """Markdown: auto-memmap against pickling at the median (waits included; how many auto-memmapped
-    runs also waited to delete the call's folder, ``retry_waits``) and the tree's PSS growth of each
-    way, in arrays (``growth``: ``format_growth_table``'s columns 'pickled - idle' and
-    'auto-memmap - idle')."""
-    waited = [wait for wait in retry_waits if wait > 0]
-    auto, pickled = times["auto-memmap"].median, times["pickled"].median
-    ours = ""
+    """Markdown: auto-memmap's median less its runs' waits to delete the call's folder (``retry_waits``,
+    per run; when any waited, also how many and the median with them) against pickling and our own
+    memmap at the median, and the tree's PSS growth of each way, in arrays (``growth``:
+    ``format_growth_table``'s columns 'pickled - idle' and 'auto-memmap - idle')."""
+    waits = list(retry_waits)
+    waited = [wait for wait in waits if wait > 0]
+    auto, pickled = median_less_waits(times["auto-memmap"].runs, waits), times["pickled"].median
+    text = f"At the median, calls of {tasks} tasks took **{format_seconds(auto)}** auto-memmapped"
+    if waited:
+        up_to = "up to " if len(waited) > 1 else ""
+        text += (f" without the cleanup wait (**{format_seconds(times['auto-memmap'].median)}** with it: "
+                 f"{len(waited)} of {len(waits)} calls waited {up_to}{format_seconds(max(waited))} "
+                 "to delete their folder, below)")
+    text += f" and **{format_seconds(pickled)}** pickled ({format_ratio(pickled / auto)}× as long)"
     if "our memmap" in times:
         mine = times["our memmap"].median
-        ours = (f"; passing our own memmap skipped the dump: **{format_seconds(mine)}** "
-                f"({format_ratio(mine / auto)}× auto-memmap's)")
+        text += (f"; our own memmap skipped the dump: **{format_seconds(mine)}** "
+                 f"({format_ratio(mine / auto)}× auto-memmap's)")
     auto_pss, pickled_pss = (growth[column]["tree PSS sum"] / array_bytes
                              for column in ("auto-memmap - idle", "pickled - idle"))
-    up_to = "up to " if len(waited) > 1 else ""
-    waits = (f" ({len(waited)} of its {len(times['auto-memmap'].runs)} calls also waited "
-             f"{up_to}{format_seconds(max(waited))}, below)" if waited else "")
-    return (f"One dump per call: calls of {tasks} tasks took "
-            f"**{format_seconds(auto)}** auto-memmapped{waits} and "
-            f"**{format_seconds(pickled)}** pickled at the median (pickling: "
-            f"{format_ratio(pickled / auto)}× as long){ours}. The tree's PSS grew by "
-            f"**{auto_pss:.2f} arrays** auto-memmapped, **{pickled_pss:.2f}** pickled (a copy per worker).")
+    return (text + f". The tree's PSS grew by **{auto_pss:.2f} arrays** auto-memmapped, "
+            f"**{pickled_pss:.2f}** pickled (a copy per worker).")
 
 
 def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[float],
@@ -351,9 +355,8 @@ def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[flo
     text, less = "", ""
     if any(wait > 0 for wait in waits):
         less = " without its waits"
-        text += ("The waits: joblib retries deleting a call's folder until loky's resource tracker has "
-                 "removed its dump (`joblib/disk.py`); less the waits, the median was "
-                 f"{format_seconds(unwaited)}. ")
+        text += ("The waits: joblib retries until loky's resource tracker has removed the dump "
+                 "(`joblib/disk.py`). ")
     added, dumped = unwaited - ours.median, statistics.median(dumping)
     text += (f"Our memmap (timed in turns) took {format_seconds(ours.median)}, {format_seconds(added)} less "
              f"than auto-memmap{less}; the dump took {format_seconds(dumped)} inside a call")
