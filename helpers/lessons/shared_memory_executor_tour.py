@@ -65,7 +65,8 @@ class Tour:
 
         return [
             'submit(fill_in_place, source, "not a number")   # raises in the worker',
-            f"    the caller got: {self.raised}; bytes the pool still lent after it: {self.lent_after_error}",
+            f"    the caller got: {self.raised}; bytes the segment pool still lent after it: "
+            f"{self.lent_after_error}",
             'submit(echo, {"batch": Batch(images=source, labels=np.arange(100)),'
             ' "extras": [source[:n // 2], ("tag", 3)]})',
             f"    dict, namedtuple, list and tuple came back as such: {yes(self.containers_kept)}; the big "

@@ -47,7 +47,8 @@ def test_the_round_trips_paragraph_adds_up_the_parts_of_x_plus_one():
                                               ms(148, 148, 148), parts(ms(102, 103, 104), ms(101, 102, 103)),
                                               128 * MiB, 8 * MiB)
     assert "; the message and the worker's attach added 18 ms." in slow_first  # 90 - 72 ms
-    assert "took 148 ms warm, against 142 ms for its parts timed apart: the warm sum" in said
+    assert "took 148 ms warm (its result dropped, so its segment's unlink is timed), against 142 ms" in said
+    assert "for its parts timed apart: the warm sum" in said
     assert "the sum (28 ms), `x + 1` here (11 ms)" in said  # 35 - 7 ms
     assert "section 2's new segment (72 ms + 31 ms); 6 ms not broken down." in said  # 148 - 142 ms
     assert "(3 calls after a first one)" in said and "\n\nA sum took" in said
@@ -58,3 +59,24 @@ def test_the_round_trips_paragraph_adds_up_the_parts_of_x_plus_one():
     close = text.round_trips_what_to_see(trips, ours, small, FIRSTS, ALONE, new_parts, ms(143, 143, 143),
                                          parts(ms(102, 103, 104), ms(101, 102, 103)), 128 * MiB, 8 * MiB)
     assert "new segment (72 ms + 31 ms)." in close
+
+
+def test_a_first_call_under_floor_b_and_a_whole_under_its_parts_are_said_plainly():
+    trips = RoundTrips(0.9, ms(829, 830, 831), None, ms(7, 7, 7))
+    ours = RoundTrips(0.08, ms(8, 8, 8), ms(0.4, 0.4, 0.4), ms(7, 7, 7))
+    small = RoundTrips(0.01, ms(1, 1, 1), ms(0.3, 0.3, 0.3), ms(0.4, 0.4, 0.4))
+    new_parts = NewResultParts(ms(35, 35, 35), ms(26, 26, 26), ms(7, 7, 7), ms(11, 11, 11))
+    call = parts(ms(102, 103, 104), ms(101, 102, 103))
+    said = text.round_trips_what_to_see(trips, ours, small, FIRSTS, ms(68, 68, 68), new_parts,
+                                        ms(137, 137, 137), call, 128 * MiB, 8 * MiB)  # copy_of 72 ms
+    assert ("makes a segment: 75 ms, against 68 ms for that segment and copy alone, so the message is lost "
+            "in the noise. It beat floor (b) (79 ms): the segment pool reserves a new segment's pages in "
+            "bulk, as `copy_of` does.") in said  # 75 against 79 ms
+    assert "took 137 ms warm (its result dropped, so its segment's unlink is timed), against" in said
+    assert ("section 2's new segment (72 ms + 31 ms); the call came 4% under them, about as far apart as "
+            "two timings of one new segment and copy (72 ms in section 2, 68 ms here).") in said
+    assert "600 µs not timed apart (8% of the call)." in said
+    above_b = text.round_trips_what_to_see(trips, ours, small, ms(85, 85, 85), ALONE, new_parts,
+                                           ms(137, 137, 137), call, 128 * MiB, 8 * MiB)
+    assert "beat floor (b)" not in above_b and "makes a segment: 85 ms, against 72 ms" in above_b
+    assert "new segment (72 ms + 31 ms), 4% more than the call." in above_b  # drift 0: not noise
