@@ -23,6 +23,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.shared_memory import SharedMemory
@@ -32,9 +33,12 @@ import numpy as np
 from helpers.lessons import workers
 from helpers.lessons.exercises import Exercise
 from helpers.measure.leftovers import SHM_DIR
+from helpers.measure.proctree import PSS_KINDS, tree_pss_by_kind
 from helpers.measure.timing import Timing, stopwatch, time_it
 from helpers.measure.units import MiB
 from sharedarrays.shm import ArrayHandle, SharedNDArray, attach
+
+ANONYMOUS, SHARED_MEMORY, _FILES = PSS_KINDS.values()  # the kinds of page tree_pss_by_kind splits PSS into
 
 CHILD_TIMEOUT_SECONDS = 60.0
 SMALL_DEV_SHM = "8m"  # the private tmpfs size for the SIGBUS demonstration (mount's notation)
@@ -310,12 +314,15 @@ def overfill_small_dev_shm(way: str, n_bytes: int = OVERSIZED_SEGMENT_BYTES) -> 
 
 
 def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, report=None,
-                               hold_seconds: float = 1.5, timeout: float = CHILD_TIMEOUT_SECONDS) -> None:
+                               hold_seconds: float = 1.5, timeout: float = CHILD_TIMEOUT_SECONDS,
+                               during: Callable[[], object] | None = None) -> dict[str, object]:
     """Start ``n_workers`` processes; hold them idle, then let each attach the shared array and
     read every page, and hold again; then release and join them.
 
     Marks ``'workers idle holding'``/``'workers idle end'`` and ``'workers attached holding'``/
     ``'workers attached end'`` on a MemoryReport when given (see ``helpers.lessons.demos.increase``).
+    ``during`` (optional, e.g. ``tree_data_pss``) is called once halfway through each hold; returns
+    ``{"workers idle": its result, "workers attached": its result}`` (None without ``during``).
     """
     from helpers.lessons.demos import hold, join_or_kill, wait_until_ready
 
@@ -324,6 +331,7 @@ def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, rep
     attached = [context.Event() for _ in range(n_workers)]
     processes = [context.Process(target=attach_on_go_and_hold, args=(handle, s, go, a, release))
                  for s, a in zip(started, attached, strict=True)]
+    readings: dict[str, object] = {}
     try:
         for process in processes:
             process.start()
@@ -333,13 +341,25 @@ def attach_and_hold_in_workers(context, handle: ArrayHandle, n_workers: int, rep
                 go.set()
                 wait_until_ready(events, processes, timeout)
             if report is not None:
-                hold(report, state, hold_seconds)
+                readings[state] = hold(report, state, hold_seconds, during)
             else:
-                time.sleep(hold_seconds)
+                time.sleep(hold_seconds / 2)
+                readings[state] = during() if during is not None else None
+                time.sleep(hold_seconds / 2)
     finally:
         go.set()
         release.set()
         join_or_kill(processes, timeout)
+    return readings
+
+
+def tree_data_pss() -> int | None:
+    """PSS of this process and its descendants in anonymous and shared-memory pages (what an array
+    is made of), in bytes, read now; None where the kernel does not split PSS by kind. File pages
+    (code, libraries) are left out: their PSS moves by MiB as other programs on the machine map
+    the same files."""
+    kinds = tree_pss_by_kind(os.getpid())
+    return None if kinds is None else kinds[ANONYMOUS] + kinds[SHARED_MEMORY]
 
 
 @dataclass(frozen=True)

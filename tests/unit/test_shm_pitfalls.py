@@ -116,11 +116,23 @@ def test_workers_hold_idle_then_attached_and_the_tree_holds_the_array_once():
     n_workers, n_bytes = 2, 16 * MiB
     with SharedNDArray.copy_of(np.random.default_rng(1).random(n_bytes // 8)) as shared:
         with track_memory() as report:
-            shared_memory.attach_and_hold_in_workers(SPAWN, shared.handle, n_workers, report,
-                                                     hold_seconds=1.0)
+            data_pss = shared_memory.attach_and_hold_in_workers(SPAWN, shared.handle, n_workers, report,
+                                                                hold_seconds=1.0,
+                                                                during=shared_memory.tree_data_pss)
         grew = increase(report, "workers idle", "workers attached")
         assert grew["tree RSS sum"] >= 0.75 * n_workers * n_bytes
         assert grew["tree PSS sum"] <= 0.6 * n_bytes + 8 * MiB
+        assert set(data_pss) == {"workers idle", "workers attached"}
+        if data_pss["workers idle"] is not None:  # the kernel splits PSS by kind
+            assert data_pss["workers attached"] - data_pss["workers idle"] <= 0.1 * n_bytes + 4 * MiB
+            assert data_pss["workers idle"] >= n_bytes  # the segment, in this process's PSS and theirs
+
+
+def test_without_a_report_the_hold_still_reads_during_each_state():
+    with SharedNDArray.copy_of(np.zeros(1024)) as shared:
+        readings = shared_memory.attach_and_hold_in_workers(SPAWN, shared.handle, 1, hold_seconds=0.2,
+                                                            during=lambda: "read")
+    assert readings == {"workers idle": "read", "workers attached": "read"}
 
 
 def test_record_workers_sum_a_field_and_see_the_same_bytes():
