@@ -328,23 +328,47 @@ def split_ways(array: np.ndarray, n_workers: int) -> dict[str, list[np.ndarray]]
     }
 
 
-def bytes_pickled(arrays: Sequence[np.ndarray]) -> int:
-    """Bytes of the pickles a pool sends for one task per array (``ForkingPickler.dumps``)."""
-    return sum(len(ForkingPickler.dumps(a)) for a in arrays)
+class _ByteCounter:
+    """A file that keeps only the number of bytes written to it."""
+
+    def __init__(self):
+        self.count = 0
+
+    def write(self, data) -> int:
+        self.count += memoryview(data).nbytes
+        return self.count
+
+
+def bytes_pickled(arrays: Sequence[object]) -> int:
+    """Bytes of the pickles a pool sends for one task per item (what ``ForkingPickler.dumps`` writes),
+    counted as they are written rather than kept: a big pickle is never held whole."""
+    total = 0
+    for item in arrays:
+        counter = _ByteCounter()
+        ForkingPickler(counter).dump(item)
+        total += counter.count
+    return total
 
 
 CHUNK_ITEMS, CHUNKSIZE = 6, 2  # the exercise's "chunks": Pool(2).map(f, [array] * 6, chunksize=2)
 CHUNK_POOL = 2  # its pool's workers, not its 3 tasks: "one pickle per worker" fails at any N_WORKERS
 
 
+def _chunks(items: Sequence[object]) -> list[tuple]:
+    """The tasks ``Pool.map(f, items, chunksize=CHUNKSIZE)`` pickles (``Pool._get_tasks``: a tuple each)."""
+    return [tuple(items[i:i + CHUNKSIZE]) for i in range(0, len(items), CHUNKSIZE)]
+
+
 def arrays_pickled(array: np.ndarray, n_workers: int) -> dict[str, float]:
     """For each of ``split_ways``, the bytes pickled by one fan-out, in arrays (1.0: one array's bytes);
-    and "chunks": ``Pool.map`` of ``[array] * CHUNK_ITEMS`` with ``chunksize=CHUNKSIZE``, which pickles one
-    task per chunk (``Pool._get_tasks``: a tuple of its items), each pickle writing a repeated object once."""
+    "chunks": ``Pool.map`` of ``[array] * CHUNK_ITEMS`` with ``chunksize=CHUNKSIZE``, one task per chunk,
+    each pickle writing an object it meets again once (the memo); "pairs": the same with
+    ``[array, array.copy()] * (CHUNK_ITEMS // 2)``, two different arrays in every chunk."""
     sent = {way: bytes_pickled(arrays) / array.nbytes for way, arrays in split_ways(array, n_workers).items()}
-    items = [array] * CHUNK_ITEMS
-    chunks = [tuple(items[i:i + CHUNKSIZE]) for i in range(0, CHUNK_ITEMS, CHUNKSIZE)]
-    sent["chunks"] = bytes_pickled(chunks) / array.nbytes
+    sent["chunks"] = bytes_pickled(_chunks([array] * CHUNK_ITEMS)) / array.nbytes
+    other = array.copy()  # equal values, another object: the memo does not know it
+    sent["pairs"] = bytes_pickled(_chunks([array, other] * (CHUNK_ITEMS // 2))) / array.nbytes
+    del other
     return sent
 
 
@@ -394,7 +418,7 @@ def track_memory_while_workers_hold(context, n_workers: int, data: np.ndarray) -
     warmed with a tiny array before tracking begins. Marks: "send" (tasks submitted), "all holding"
     (the first sample, read exactly, taken after each worker had read every page of its copy: the
     plot's lines reach that state at this mark, not one sample later), "release". Processes are
-    named by role: parent, worker 1..N, manager.
+    named by role: parent, worker 1..N (in the order they received ``data``), manager.
     """
     with context.Manager() as manager, context.Pool(n_workers) as pool:
         release, tasks = hold_in_every_worker(pool, manager, data[:8], n_workers)
@@ -414,9 +438,23 @@ def track_memory_while_workers_hold(context, n_workers: int, data: np.ndarray) -
             release.set()
             [task.get(HOLD_TIMEOUT) for task in tasks]
             _let_sampler_see(report, "release")
-        report.name_roles(workers=[process.pid for process in pool._pool],
+        pids = [process.pid for process in pool._pool]
+        report.name_roles(workers=in_order_received(report, pids, "send", data.nbytes / 2),
                           named={manager._process.pid: "manager"})
     return report
+
+
+def in_order_received(report: memory.MemoryReport, pids: Sequence[int], start: str,
+                      threshold: float) -> list[int]:
+    """``pids`` in the order their PSS first rose ``threshold`` bytes above their median before the
+    mark ``start`` (those that never did last, as given): "worker 1" is the first to receive."""
+    def first_rise(pid: int) -> float:
+        before = [sample.processes[pid].pss for sample in report.window(0.0, start)
+                  if pid in sample.processes]
+        level = statistics.median(before) if before else 0
+        return next((sample.time for sample in report.window(start) if pid in sample.processes
+                     and sample.processes[pid].pss - level >= threshold), float("inf"))
+    return sorted(pids, key=first_rise)
 
 
 def pss_rise(report: memory.MemoryReport, role: str, start: str, end: str,
@@ -490,10 +528,10 @@ def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: flo
     return ax
 
 
-EXERCISE_WAYS = ("strided", "chunks")  # the ways of ``arrays_pickled`` the exercise asks about
+EXERCISE_WAYS = ("strided", "chunks", "pairs")  # the ways of ``arrays_pickled`` the exercise asks about
+_MEMO = "Pool.map pickles one task per chunk, and one pickle writes an object it meets again only once"
 _HINTS = {"strided": "a view pickles a copy of just the elements it shows",
-          "chunks": ("Pool.map pickles one task per chunk, and one pickle writes an object it meets twice "
-                     "only once")}
+          "chunks": _MEMO, "pairs": _MEMO + " (a copy is another object)"}
 
 
 def _check_pickled_prediction(answer, n_workers: int, sent: Mapping[str, float]) -> str | None:
@@ -507,28 +545,32 @@ def _check_pickled_prediction(answer, n_workers: int, sent: Mapping[str, float])
     return None
 
 
+N_CHUNKS = CHUNK_ITEMS // CHUNKSIZE
 EXERCISE = Exercise(
     name="bytes pickled",
     question=("how many arrays' worth of bytes does one fan-out pickle when worker i gets "
-              "array[i::N_WORKERS] ('strided': one task per worker), or with "
-              "Pool(2).map(workers.sum_array, [array] * 6, chunksize=2) ('chunks')? Answer "
-              "{'strided': ..., 'chunks': ...}, in arrays (1.0 = the array's bytes)."),
+              "array[i::N_WORKERS] ('strided': one task per worker); with "
+              "Pool(2).map(workers.sum_array, [array] * 6, chunksize=2) ('chunks'); or with the same call "
+              "on [array, array.copy()] * 3 ('pairs')? Answer {'strided': ..., 'chunks': ..., 'pairs': ...}, "
+              "in arrays (1.0 = the array's bytes)."),
     check=_check_pickled_prediction,
-    solution=lambda n_workers, sent: {"strided": 1.0, "chunks": CHUNK_ITEMS / CHUNKSIZE},
+    solution=lambda n_workers, sent: {"strided": 1.0, "chunks": float(N_CHUNKS), "pairs": 2.0 * N_CHUNKS},
     explanation=("A view, strided or not, pickles a copy of just the elements it shows: the strided views "
                  "add up to one array. Pool.map pickles one task per chunk, and pickle's memo writes the "
-                 "array a chunk holds twice only once: 3 chunks, 3 arrays; not 6 (one per item), nor 2 (one "
-                 "per worker of the pool)."),
+                 "array a chunk holds twice only once: 3 chunks, 3 arrays. A chunk of the array and its "
+                 "copy holds two objects: 6 arrays."),
     misconceptions=(  # with 2 workers, as the lesson's unit test measures (and 3, 4)
-        ({"strided": 1.0, "chunks": 1.0},
+        ({"strided": 1.0, "chunks": 1.0, "pairs": 2.0},
          "the pool pickles an argument that every task shares only once"),
-        ({"strided": 2.0, "chunks": 3.0},
+        ({"strided": 2.0, "chunks": 3.0, "pairs": 6.0},
          "a strided view pickles the whole buffer it spans: N_WORKERS arrays in all"),
-        ({"strided": 1.0, "chunks": 6.0},
+        ({"strided": 1.0, "chunks": 6.0, "pairs": 6.0},
          "every item pickles its own copy of the array, even inside one chunk"),
-        ({"strided": 1.0, "chunks": float(CHUNK_POOL)},
+        ({"strided": 1.0, "chunks": 3.0, "pairs": 3.0},
+         "each task pickles one array, whatever its chunk holds"),
+        ({"strided": 1.0, "chunks": float(CHUNK_POOL), "pairs": float(CHUNK_POOL)},
          "a pool pickles an argument once per worker, whatever the number of tasks"),
-        ({"strided": 0.5, "chunks": 1.0},
+        ({"strided": 0.5, "chunks": 1.0, "pairs": 2.0},
          "what one task pickles (here half an array) is what the whole fan-out pickles"),
     ),
 )

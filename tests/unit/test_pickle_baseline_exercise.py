@@ -27,14 +27,25 @@ def test_each_task_pickles_the_elements_its_argument_shows(measured):
     assert sent["slices"] == pytest.approx(1.0, rel=0.01)
     assert sent["strided"] == pytest.approx(1.0, rel=0.01)
     assert sent["chunks"] == pytest.approx(3.0, rel=0.01)  # 3 chunks of the same array twice: memo
+    assert sent["pairs"] == pytest.approx(6.0, rel=0.01)  # 3 chunks of the array and its copy: two objects
+
+
+def test_bytes_are_counted_as_the_pickler_writes_them():
+    """``bytes_pickled`` counts what ``ForkingPickler.dumps`` returns, without keeping the pickle."""
+    from multiprocessing.reduction import ForkingPickler
+
+    array = np.random.default_rng(5).random(MiB // 8)
+    tasks = [array, (array, array), (array, array.copy()), array[::3], "small"]
+    assert pickle_baseline.bytes_pickled(tasks) == sum(len(ForkingPickler.dumps(t)) for t in tasks)
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (lambda n: {"strided": n, "chunks": 3.0}, "'strided'"),  # "a strided view sends its buffer"
-    (lambda n: {"strided": 1.0, "chunks": 6.0}, "'chunks'"),  # "every item pickles its own copy"
-    (lambda n: {"strided": 1.0, "chunks": 2.0}, "'chunks'"),  # "one pickle per worker of its pool of 2"
-    (lambda n: {"strided": 1.0, "chunks": "two"}, "'chunks'"),
-    (lambda n: {"strided": 1.0}, "dict of one number per way"),
+    (lambda n: {"strided": n, "chunks": 3.0, "pairs": 6.0}, "'strided'"),  # a strided view sends its buffer
+    (lambda n: {"strided": 1.0, "chunks": 6.0, "pairs": 6.0}, "'chunks'"),  # every item pickles its copy
+    (lambda n: {"strided": 1.0, "chunks": 2.0, "pairs": 2.0}, "'chunks'"),  # one pickle per worker of 2
+    (lambda n: {"strided": 1.0, "chunks": 3.0, "pairs": 3.0}, "'pairs'"),  # one array per task, any chunk
+    (lambda n: {"strided": 1.0, "chunks": "two", "pairs": 6.0}, "'chunks'"),
+    (lambda n: {"strided": 1.0, "chunks": 3.0}, "dict of one number per way"),
     (lambda n: [1.0, n / 2], "dict of one number per way"),
 ])
 def test_a_wrong_prediction_fails_the_check_cell_with_a_hint(measured, wrong, hint, monkeypatch):
@@ -55,7 +66,7 @@ def test_every_named_misconception_is_rejected(measured, answer, misconception, 
 def test_every_split_sending_one_array_in_all_is_rejected_at_any_worker_count(n_workers):
     """The answer "every way sends one array in all" fails at any worker count (the "Try it" suggests 4)."""
     sent = pickle_baseline.arrays_pickled(np.random.default_rng(3).random(MiB // 8), n_workers)
-    one_in_all = {"strided": 1.0, "chunks": 1.0}
+    one_in_all = {"strided": 1.0, "chunks": 1.0, "pairs": 1.0}
     assert pickle_baseline.EXERCISE.check(one_in_all, n_workers=n_workers, sent=sent) is not None
     assert pickle_baseline.EXERCISE.check(pickle_baseline.EXERCISE.solution(n_workers, sent),
                                           n_workers=n_workers, sent=sent) is None
@@ -67,7 +78,7 @@ def test_one_pickle_per_worker_is_rejected_at_any_worker_count(n_workers):
     N_WORKERS where that is not 3) fails however many workers the lesson runs."""
     sent = pickle_baseline.arrays_pickled(np.random.default_rng(3).random(MiB // 8), n_workers)
     for per_worker in {float(pickle_baseline.CHUNK_POOL), float(n_workers)} - {3.0}:
-        answer = {"strided": 1.0, "chunks": per_worker}
+        answer = {"strided": 1.0, "chunks": per_worker, "pairs": 6.0}
         assert pickle_baseline.EXERCISE.check(answer, n_workers=n_workers, sent=sent) is not None
 
 

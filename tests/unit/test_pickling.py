@@ -148,6 +148,10 @@ def test_pss_rise_rise_order_and_rises_at_tree_peak_read_each_role_above_its_med
     # the tree's highest sample in the window is the one at 0.2 s (350 bytes), not 0.3 s (310)
     assert pickle_baseline.rises_at_tree_peak(report, "send", "all holding") == {
         "parent": 300 - 102, "worker 1": 50 - 5}
+    # the process that rose half its array first is numbered first, whatever order it was started in
+    assert pickle_baseline.in_order_received(report, [2, 1], "send", 50) == [1, 2]  # 0.2 s, then 0.3 s
+    assert pickle_baseline.in_order_received(report, [2, 1], "send", 150) == [1, 2]  # 2 never: last
+    assert pickle_baseline.in_order_received(report, [2, 1], "send", 1000) == [2, 1]  # neither: as given
 
 
 def test_all_holding_marks_the_first_exact_sample_that_shows_every_worker_holding_its_copy():
