@@ -139,8 +139,9 @@ def write_at(shared, index: int, value: float) -> None:
 
 def init_worker(shared, barrier=None, dtype=None) -> None:
     """Pool initializer: keep a NumPy view of ``shared`` (received at process creation), of
-    ``dtype`` if given; ``barrier`` (a ``context.Barrier(n_workers)``) serves the ``*_together`` tasks."""
-    _worker["array"] = as_array(shared, dtype)
+    ``dtype`` if given; ``barrier`` (a ``context.Barrier(n_workers)``) serves the ``*_together`` tasks.
+    ``shared=None``: no array, a pool started like one that receives it (for ``pid_together``)."""
+    _worker["array"] = None if shared is None else as_array(shared, dtype)
     _worker["barrier"] = barrier
 
 

@@ -75,6 +75,15 @@ def test_pool_workers_read_the_array_they_received_in_their_initializer():
     assert all(arena[1] == inode for arena in arenas)
 
 
+def test_a_pool_started_without_an_array_still_waits_for_every_worker():
+    barrier = SPAWN.Barrier(2)
+    with SPAWN.Pool(2, initializer=demo.init_worker, initargs=(None, barrier)) as pool:
+        pids = pool.map(demo.pid_together, range(2), chunksize=1)
+        pool.close()
+        pool.join()
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+
+
 def test_a_sharedctypes_object_cannot_be_a_task_argument():
     raw = SPAWN.RawArray("d", 10)
     with SPAWN.Pool(1) as pool:
