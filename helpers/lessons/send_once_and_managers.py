@@ -518,10 +518,12 @@ def proxy_task_costs(context, n_workers: int, proxies: Sequence, reads_per_task:
 
 POST_ITEMS = 100_000  # the post's list: 100,000 items, each read by one task
 POST_SPEEDUP = 350  # the ratio of the post's times (38.7 s / 0.111 s): its proxy 350× faster
-# How far each predicted factor may be from this run's, either way: 2, so that the post's 350×
-# fails where this machine measures ~50× (a factor of 3 let ~110× pass it), and a prediction read
-# off sections 2 and 3 and the pickling times passes.
-FACTOR_WINDOW = 2
+# How far each predicted factor may be from this run's, either way: 2.5, so that the post's 350×
+# fails wherever this machine measures under 140× (50× to 120× here, the Binder path included; a
+# factor of 3 let ~110× pass it), and a prediction read off sections 2 and 3 and the pickling
+# times passes: the worked solution's proxy factor (section 3's one-read proxy task, a 64 KiB batch)
+# came out 1.2x to 1.9x under the race's (one small tuple) at 16 MiB, and over 2x in one run.
+FACTOR_WINDOW = 2.5
 FACTORS = ("proxy_speedup", "installed_speedup")  # the exercise's two factors
 # The installed list's factor divides by a task under a millisecond, which varies about 2x between
 # runs (section 2's fastest installed tasks): within 3, so the worked solution, read off section 2,
