@@ -339,6 +339,45 @@ def profiler_roles(report, worker_pids: list[int]) -> None:
 _UNIT_BYTES = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
 
 
+def overlap_caption(report, reader_pids: list[int], tolerance: float = 0.05) -> str:
+    """A sentence saying that the readers' lines lie on one another (with their median RSS and PSS
+    between ``'shared holding'`` and ``'shared end'``), when every reader's RSS and PSS there is within
+    ``tolerance`` of the others'; "" otherwise, or with fewer than 2 readers seen."""
+    held = report.by_process("shared holding", "shared end")
+    seen = [held[pid] for pid in reader_pids if pid in held]
+    if len(seen) < 2:
+        return ""
+    rss, pss = ([values[i] for values in seen] for i in (0, 1))
+    if any(max(column) > (1 + tolerance) * min(column) for column in (rss, pss)):
+        return ""
+    each = f"{format_bytes(statistics.median(rss))} RSS, {format_bytes(statistics.median(pss))} PSS"
+    return f" The {len(seen)} readers' lines overlap (each about {each}): one shows for all."
+
+
+def pss_extra_sentence(roles: Mapping[str, tuple[float, float]], extra: float, array_bytes: int,
+                       n_readers: int, default_method: str, share: float = 0.05) -> str:
+    """Where section 5's PSS bar goes past the array (``extra`` bytes), from ``steady_by_role``'s
+    ``roles``: each worker's PSS less its 1/``n_readers`` of the array is its interpreter; what is left
+    of ``extra`` is the sampler's part, "almost nothing" under ``share`` of an array (then, when the
+    sampler was forked, its PSS is pages it splits with this kernel). "" when no worker is in ``roles``."""
+    workers_pss = [pss for role, (_, pss) in roles.items() if role.startswith("worker")]
+    if not workers_pss:
+        return ""
+    each = statistics.median(workers_pss) - array_bytes / n_readers
+    rest = extra - n_readers * each
+    text = (f"Each reader's interpreter takes about {format_bytes(each)} (a worker's PSS below, less its "
+            f"1/{n_readers} of the array).")
+    sampler = roles.get("memory_profiler's sampler")
+    if sampler is None:
+        return text
+    if abs(rest) >= share * array_bytes:
+        return text + f" The sampler and the rest add {format_bytes(rest)}."
+    text += " The sampler adds almost nothing"
+    if default_method == "fork":
+        text += f": forked from this kernel, it splits most of its {format_bytes(sampler[1])} of PSS with it"
+    return text + "."
+
+
 def shown_bytes(n_bytes: float) -> float:
     """``n_bytes`` rounded as ``format_bytes`` prints it ('572 MiB' gives 572 MiB, in bytes), so that a
     ratio or a difference computed from it agrees with the figures on the page."""
@@ -367,6 +406,9 @@ def arrays_counted(measures: Mapping[str, float | None], array_bytes: int,
     return counted
 
 
+NO_FILE_PAGES = "no code/library pages"  # the USS and PSS rows read from smaps, file pages left out
+
+
 def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Mapping[str, float],
                  array_bytes: int, share: float = 0.05,
                  kinds: Mapping[str, tuple[dict | None, dict | None]] | None = None) -> str:
@@ -384,17 +426,18 @@ def answer_table(columns: Mapping[str, Mapping[str, float | None]], counted: Map
         grown = {name: value for name, value in grown.items() if name != "cgroup counter"}
         data = data_growth(*(kinds or {}).get(column, (None, None)))
         table[column] = dict(grown) if data is None else {  # USS and PSS in place, read page by page
-            (f"{name}, no file pages" if name in rows else name): data[rows[name]] if name in rows else value
+            (f"{name}, {NO_FILE_PAGES}" if name in rows else name):
+                data[rows[name]] if name in rows else value
             for name, value in grown.items()}
     last = list(table.values())[-1]
     if READER in counted:
         last[READER] = counted[READER] * array_bytes
     lines = [format_measure_table(table, array_bytes)]
-    if any(name.endswith(", no file pages") for name in last):
-        lines.append("USS and PSS: /proc/PID/smaps read once in each state, file pages left out (as the "
-                     "check counts them);\nthe other rows: track_memory's medians.")
+    if any(name.endswith(f", {NO_FILE_PAGES}") for name in last):
+        lines.append("USS and PSS: /proc/PID/smaps read once in each state, code and library pages left "
+                     "out\n(as the check counts them); the other rows: track_memory's medians.")
     short = {row: name for name, row in MEASURES.items()}
-    small = [f"{short.get(row.removesuffix(', no file pages'), row)} {format_bytes(grew)}"
+    small = [f"{short.get(row.removesuffix(f', {NO_FILE_PAGES}'), row)} {format_bytes(grew)}"
              for row, grew in last.items() if grew is not None and abs(grew) < share * array_bytes]
     if small:
         lines.append(f"Anything under {share:.0%} of an array counts as 0: heaps move a little, either way "

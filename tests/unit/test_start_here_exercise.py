@@ -167,6 +167,25 @@ def test_the_spikes_are_named_with_their_peaks_when_they_rise_over_a_quarter_of_
     assert start_here_figures.spikes_caption(flat, [2], array) == ""
 
 
+def test_the_overlap_caption_names_the_readers_level_only_when_their_lines_lie_on_one_another():
+    same = _report(MARKS, [(4.5, {2: 30 * MiB, 3: 30 * MiB}), (4.6, {2: 31 * MiB, 3: 30 * MiB})])
+    assert start_here.overlap_caption(same, [2, 3]) == (
+        " The 2 readers' lines overlap (each about 30.2 MiB RSS, 30.2 MiB PSS): one shows for all.")
+    apart = _report(MARKS, [(4.5, {2: 30 * MiB, 3: 40 * MiB})])
+    assert start_here.overlap_caption(apart, [2, 3]) == ""
+    assert start_here.overlap_caption(same, [2]) == ""
+
+
+def test_the_pss_extra_sentence_gives_each_interpreter_and_what_the_sampler_adds():
+    roles = {"parent": (100 * MiB, 40 * MiB), "memory_profiler's sampler": (80 * MiB, 45 * MiB),
+             **{f"worker {i}": (160 * MiB, 60 * MiB) for i in (1, 2, 3)}}
+    text = start_here.pss_extra_sentence(roles, 60 * MiB, 120 * MiB, 3, "fork")
+    assert "takes about 20 MiB" in text and "adds almost nothing" in text and "45 MiB" in text, text
+    assert "forked" not in start_here.pss_extra_sentence(roles, 60 * MiB, 120 * MiB, 3, "spawn")
+    assert "add 30 MiB" in start_here.pss_extra_sentence(roles, 90 * MiB, 120 * MiB, 3, "fork")
+    assert start_here.pss_extra_sentence({"parent": (1, 1)}, 60 * MiB, 120 * MiB, 3, "fork") == ""
+
+
 def test_a_mark_label_close_to_the_previous_one_moves_to_the_right_of_its_line():
     import matplotlib
 
@@ -201,13 +220,13 @@ def test_the_answer_table_gives_uss_and_pss_read_page_by_page_without_file_pages
     columns = {"A": {"tree USS sum": 12 * MiB, "tree PSS sum": 14 * MiB}, "B": {"tree USS sum": 0}}
     counted = {"USS sum": 0.0, R: 0.5}
     table = start_here.answer_table(columns, counted, 16 * MiB, kinds={"A": (before, after)})
-    lines = table.splitlines()
-    assert lines[2].startswith("tree USS sum, no file pages") and "16 MiB (1.00 arrays)" in lines[2], table
-    assert lines[3].startswith("tree PSS sum, no file pages") and "16 MiB (1.00 arrays)" in lines[3], table
+    lines, cut = table.splitlines(), start_here.NO_FILE_PAGES
+    assert lines[2].startswith(f"tree USS sum, {cut}") and "16 MiB (1.00 arrays)" in lines[2], table
+    assert lines[3].startswith(f"tree PSS sum, {cut}") and "16 MiB (1.00 arrays)" in lines[3], table
     assert lines[-1].startswith("Anything under 5%"), table
     assert "one reader's PSS" in table and "8 MiB (0.50 arrays)" in table, table
     assert "12 MiB" not in table and "14 MiB" not in table, table
-    assert "no file pages" not in start_here.answer_table(columns, {}, 16 * MiB, kinds={"A": (None, after)})
+    assert cut not in start_here.answer_table(columns, {}, 16 * MiB, kinds={"A": (None, after)})
 
 
 def test_the_by_kind_table_names_anonymous_pages_and_prints_small_growth_as_about_zero():
