@@ -9,7 +9,6 @@ warm memory, (b) a copy into a new shared-memory segment). Times are compared as
 from __future__ import annotations
 
 import math
-import statistics
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -430,8 +429,20 @@ def noisy_verdicts(columns: Sequence[ClaimColumn]) -> list[list[bool]]:
     return marks
 
 
+def _is_tie(claim: Claim) -> bool:
+    """A "slower (>= 1.1x)" claim whose ratio is under ``NOISE_FACTOR`` either way from 1: a tie, in
+    every column alike (section 3's rule: ways under twice apart are not ranked)."""
+    return (f"(≥ {SAME_WITHIN:g}×)" in claim.claim and claim.factor is not None and not claim.not_comparable
+            and 1 / NOISE_FACTOR < claim.factor < NOISE_FACTOR)
+
+
+TIE = "tie"
+
+
 def _cell(claim: Claim, noisy: bool = False) -> str:
     figure = "" if claim.factor is None else f" ({_factor(claim.factor)}×)"
+    if _is_tie(claim):
+        return f"{TIE}{figure}"
     if claim.not_comparable:
         return f"not comparable{figure}: {claim.detail}"
     if claim.caveat and claim.holds and not noisy:
@@ -448,14 +459,14 @@ def claims_markdown(columns: Sequence[ClaimColumn]) -> str:
     blog = claims_from_medians(BLOG_MS)  # the blog's own timings, checked by the same code
     header = f"| the blog's claim | {BLOG_LABEL} | " + " | ".join(c.label for c in columns) + " |"
     lines = [header, "|" + "---|" * (len(columns) + 2)]
-    noisy = noisy_verdicts(columns)
+    noisy = [[False] * len(column.claims) for column in columns]  # one rule in every column: ``_is_tie``
     for index, claim in enumerate(columns[0].claims):
         cells = " | ".join(_cell(column.claims[index], marks[index]) for column, marks in zip(columns, noisy,
                                                                                           strict=True))
         lines.append(f"| {claim.claim} | {_cell(blog[index])} | {cells} |")
-    if any(any(marks) for marks in noisy):
-        lines.append(f"\n*{WITHIN_NOISE.capitalize()}*: this run's verdict on a gap under "
-                     f"{NOISE_FACTOR:g}×, where the same-size reference disagrees.")
+    if any(_is_tie(column.claims[index]) for column in columns for index in range(len(column.claims))):
+        lines.append(f"\n*Tie*: under {NOISE_FACTOR:g}× apart either way: not ranked (section 3), "
+                     "whatever the claim's threshold.")
     return "\n".join(lines)
 
 
@@ -490,40 +501,27 @@ def _first(columns: Sequence[ClaimColumn]) -> str:
 
 
 def _disk_or_tmpfs(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
+    """This run's disk-over-tmpfs ratio and the reference's at each size, each read by section 3's
+    rule (under ``NOISE_FACTOR`` apart: a tie); ``noisy`` is unused (one rule in every column)."""
     here, references = columns[0], [c for c in columns[1:] if c.claims[2].factor is not None]
     if here.claims[2].factor is None or not references:
         return ""
     factors = [c.claims[2].factor for c in references]
-    if all(f < SAME_WITHIN for f in factors):
-        verb = "matched or beat tmpfs at every size"
-    elif all(f >= SAME_WITHIN for f in factors):
-        verb = "was slower than tmpfs at every size"
-    else:
-        verb = "was slower than tmpfs at some sizes, not at others"
-    text = (f"**Disk against tmpfs.** On the reference VM the file on disk, read from the page cache "
-            f"(lesson 06), {verb} ({_sizes(references, 2)}{_first(references)})")
-    if any(f < 1 / SAME_WITHIN for f in factors):
-        text += ": lesson 06 counted fewer page faults per read there"
+    there = ", ".join(f"{_factor(c.claims[2].factor)}× at {format_bytes(c.size_bytes)} "
+                      f"({_disk_direction(c.claims[2].factor, 'disk ')})" for c in references)
     factor = here.claims[2].factor
-    text += (f". This run: disk took {_factor(factor)}× tmpfs's time ({_disk_direction(factor)}, "
-             f"{'at or over' if factor >= SAME_WITHIN else 'under'} the {SAME_WITHIN:g}× threshold)")
-    twins = [c for c in references if c.size_bytes == here.size_bytes]
-    if twins:  # verdicts and directions compared with the reference at this run's size
-        there = twins[0].claims[2].factor
-        same = (there >= SAME_WITHIN) == (factor >= SAME_WITHIN)
-        verdict = "holds" if factor >= SAME_WITHIN else "fails"
-        text += (f": the claim {verdict} here, {'as' if same else 'unlike'} on the reference at this size "
-                 f"({_factor(there)}×, {_disk_direction(there, 'disk ')})")
-    else:
-        agrees = (factor >= SAME_WITHIN) == (statistics.median(factors) >= SAME_WITHIN)
-        text += f", {_this_run_against(here.claims[2], noisy[2], agrees)}"
-    return text + (f" ({WITHIN_NOISE})" if noisy[2] else "") + "."
+    text = (f"**Disk against tmpfs.** Disk took {_factor(factor)}× tmpfs's time here "
+            f"({_disk_direction(factor, 'disk ')}); on the reference VM, reading the file from the page "
+            f"cache (lesson 06): {there}")
+    if any(f <= 1 / NOISE_FACTOR for f in factors):
+        text += "; lesson 06 counted fewer page faults per read there"
+    return text + "."
 
 
 def _disk_direction(factor: float, subject: str = "") -> str:
     """Which memmap was faster; less than ``NOISE_FACTOR`` apart, a tie (section 3's rule)."""
     if 1 / NOISE_FACTOR < factor < NOISE_FACTOR:
-        return f"within {NOISE_FACTOR:g}×: a tie"
+        return "a tie"
     return subject + ("slower" if factor > 1 else "faster")
 
 
@@ -546,8 +544,7 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
     text = f"**Close together.** There the slowest zero-copy way{where}"
     failed = {slowest_there[c.label] for c in references if c.claims[1].holds is False}
     if "shared_memory" in failed:
-        text += (": each `SharedMemory` task maps the segment afresh (lesson 07), where forked workers "
-                 "inherit the pages and `sharedctypes` workers map it at start-up")
+        text += ": each `SharedMemory` task maps the segment afresh (lesson 07)"
     slowest = _slowest_of_zero_copy(here)
     # A way as slow as the one the reference's reason names, in this run: said, lest the reason
     # read as the whole story (only when this run's slowest is the reference's, at every size).
@@ -564,10 +561,8 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         _and([f"`{name}`" for name in (slowest, *near)]).replace(", and", " and") + " ("
         + ", ".join(_times_fastest([here], name) for name in (slowest, *near))
         + f": within {NOISE_FACTOR:g}× of each other, not ranked)")
-    if here.claims[1].holds and noisy[1]:
-        how = f"within noise, so no verdict; slowest here: `{slowest}`"
-    elif here.claims[1].holds:
-        how = f"within {CLOSE_TOGETHER:g}×, as the blog found (slowest here: `{slowest}`)"
+    if here.claims[1].holds:
+        how = f"all within {CLOSE_TOGETHER:g}×, as the blog found: not ranked"
     else:
         how = f"slowest {lead}" if not near else lead
         # The reference's slowest, too slow here on its own: the claim fails here for the reason said.
@@ -626,7 +621,7 @@ def disagreements_markdown(columns: Sequence[ClaimColumn]) -> str:
     the zero-copy ways close together): the reference's ratios at each size with what the course
     showed of the cause, then this run's, saying whether it agrees, is within noise, or is not
     explained; "" without a reference column."""
-    noisy = noisy_verdicts(columns)[0]
+    noisy = [False] * len(columns[0].claims)  # one rule in every column (``_is_tie``)
     parts = [part for part in (_disk_or_tmpfs(columns, noisy), _close_together(columns, noisy)) if part]
     if not parts:
         return ""
@@ -1055,7 +1050,9 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
         beaten = [p for p in behind if slower(name, p)]
         times = fan[name] / max(fan[p] for p in beaten)
         does = NOT_PER_TASK.get(name, "copies nothing per task")
-        text = (f"{listed([name])}, which {does}, took at least {_at_least(times)}× as long as "
+        how_long = (f"about {NOISE_FACTOR:g}× as long as" if times < 1.1 * NOISE_FACTOR
+                    else f"at least {_at_least(times)}× as long as")  # no hair's-breadth verdict
+        text = (f"{listed([name])}, which {does}, took {how_long} "
                 f"{listed(beaten)}, which {_verb(beaten, 'copies', 'copy')} it per task")
         if "ray_by_value" in beaten and RAY_MEASURED in fan and "ray_by_value" not in said_after:
             said_after.add("ray_by_value")
@@ -1087,8 +1084,8 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
     text = f" {verdict} (fan-outs, × floor (a)):" + "".join(f"\n  - {sentence}." for sentence in sentences)
     if "executor" in fan and n_workers and fan["executor"] > 2 * n_workers:
         # its copies go into warm pooled segments, about floor (a) each; not counted here (the exercise's)
-        text += (f"\n  - `executor`'s {fan['executor']:.3g}× is mostly a fixed cost per submit, not its "
-                 "copies (into warm segments, about 1× each).")
+        text += (f"\n  - `executor`'s {fan['executor']:.3g}× is mostly a fixed cost per submit: its "
+                 f"{n_workers} copies into warm pooled segments take about 1× floor (a) each (lesson 08).")
     return text
 
 
@@ -1137,8 +1134,16 @@ def _under_floor_a(fan: dict[str, float]) -> str:
     under = sorted((name for name in fan if fan[name] < 1), key=fan.__getitem__)
     if not under:
         return ""
-    return (_and([f"`{name}` ({format_ratio(fan[name])}×)" for name in under]) + " beat floor (a): a sum "
-            "only reads, a copy also writes.")
+    beat = [name for name in under if fan[name] * NOISE_FACTOR <= 1]
+    matched = [name for name in under if name not in beat]
+    parts = []
+    if beat:
+        parts.append(_and([f"`{name}` ({format_ratio(fan[name])}×)" for name in beat])
+                     + " beat floor (a): a sum only reads, a copy also writes.")
+    if matched:
+        parts.append(_and([f"`{name}` ({format_ratio(fan[name])}×)" for name in matched])
+                     + f" matched floor (a) (within {NOISE_FACTOR:g}×): nothing is sent.")
+    return " ".join(parts)
 
 
 def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing], joblib_dump: Timing | None = None,
@@ -1213,11 +1218,17 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing]) -> str:
             text = text[:-1] + (f"; `joblib`, one dump per call inside the timed call, "
                                 f"{_table(fan['joblib'])}×.")
         lines.append(text[:-1] + " (section 3).")
-    late = [name for name in LATE_START if name in fan]
+    late = [name for name in LATE_START if name in fan and done[name].setup_s is not None]
     if late:  # their start-up, untimed in the fan-out, is where send_once pays its copies
-        lines.append("- Fan-outs leave out start-up, where "
-                     + " and ".join(f"`{n}` ({_table(fan[n])}×)" for n in late)
-                     + " got the array to their workers (the table under the exercise).")
+        def paid(n: str) -> str:
+            r = done[n]
+            if _unresolved(r, floors):
+                return f"`{n}` n/r (start-up noise)"
+            if r.setup_s < NOTHING_SET_UP:
+                return f"`{n}` nothing measurable ({format_seconds(r.setup_s)})"
+            return f"`{n}` {format_seconds(r.setup_s)} ({_table(r.setup_s / warm)}× floor (a))"
+        lines.append("- Fan-outs leave out start-up, where the late pools got the array to their workers: "
+                     + "; ".join(paid(n) for n in late) + ".")
     back = [name for name in RESULT_PICKLED_BACK if name in trip]
     in_place = [name for name in RESULT_WRITTEN_IN_PLACE if name in trip]
     if back and in_place and min(trip[n] for n in back) >= NOISE_FACTOR * max(trip[n] for n in in_place):
@@ -1296,7 +1307,7 @@ def setup_note(results: Sequence, floors: tuple[Timing, Timing]) -> str:
             return (f"{name} n/r: not resolved, as {START_DIFFERENCE} came out under its {n} copies' floor "
                     f"({format_seconds(n * floors[0].median)}, {n}× floor (a)): start-up noise hides them")
         if done[name].setup_s < NOTHING_SET_UP:  # no slower than the stand-in's start-up
-            return (text + ": no slower than the stand-in's" + (f", as {why}" if why else "")
+            return (text + ": no slower than with 8 elements" + (f", as {why}" if why else "")
                     + f" ({START_DIFFERENCE})")
         if (name in SENDS_LIKE_PICKLE and pickle_fan is not None
                 and done[name].setup_s > pickle_fan / NOISE_FACTOR):  # a closer one: not "as long as"
@@ -1312,7 +1323,7 @@ def setup_note(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     sentences += [stored_once(name) for name in stored]
     text = ("Setup (timed once): " + "; ".join(sentences) + ".") if sentences else ""
     if at_start:
-        text += (" Late pools, over the stand-in's start-up (section 2): "
+        text += (" Late pools, start-up minus that of the same pool given an 8-element array: "
                  + "; ".join(started(name) for name in at_start) + ".")
     if nothing:
         most = max(done[name].setup_s for name in nothing)
