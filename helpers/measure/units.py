@@ -9,6 +9,8 @@ def format_seconds(seconds: float) -> str:
     """Format a duration as '850 ns', '35 µs', '12.5 ms', '1.3 s' or '2 min 5 s'."""
     if seconds < 0:
         return "-" + format_seconds(-seconds)
+    if seconds > 0:
+        seconds = float(f"{seconds:.3g}")  # round first, then pick the unit: 0.9996 s is '1 s', not '1000 ms'
     if seconds >= 120:
         minutes, rest = divmod(seconds, 60)
         return f"{minutes:.0f} min {rest:.0f} s"

@@ -99,3 +99,10 @@ def test_shown_and_approx_seconds_round_as_the_page_prints():
     assert approx_seconds(0.4312) == "430 ms"
     assert approx_seconds(1.234) == "1.2 s"
     assert approx_seconds(37.4e-6) == "37 µs"
+
+
+def test_format_seconds_rounds_before_it_picks_the_unit():
+    assert format_seconds(0.9996) == "1 s"
+    assert format_seconds(0.0009996) == "1 ms"
+    assert format_seconds(999.6e-9) == "1 µs"
+    assert format_seconds(0.9994) == "999 ms"
