@@ -122,7 +122,7 @@ def test_times_before_race_picks_what_the_worked_solution_divides():
     timing = lambda fastest: SimpleNamespace(min=fastest)  # noqa: E731
     measured = {"post_dumps": timing(0.018), "post_loads": 0.049,
                 "proxy_costs": SimpleNamespace(sent={1: timing(0.0015)}),
-                "installed_cost": [timing(0.0003), timing(0.00025)], "unrelated": 1}
+                "installed_cost": [timing(0.0003), timing(0.00025), timing(0.0001)], "unrelated": 1}
     assert send_once_and_managers.times_before_race(measured) == EARLIER
     del measured["post_loads"]
     with pytest.raises(NameError, match="needs the lesson's post_loads"):
