@@ -145,11 +145,17 @@ def format_ratio(value: float) -> str:
     return f"{value:#.2g}"
 
 
+def _noise_ratio(value: float) -> str:
+    """``format_ratio``, but '~1.0' within 5% of 1: equal within a few runs' noise."""
+    return "~1.0" if 0.95 <= value <= 1.05 else format_ratio(value)
+
+
 def format_round_trips(rows: list[dict], size_bytes: int) -> str:
     """A text table of the round trips measured at ``size_bytes``: the cold (first) call's and the
     warm calls' median seconds, locally and through a worker, the warm median over floor (a) (warm
     memcpy) and (b) (a copy into a new shared-memory segment), and the cold call over (b), to two
-    significant digits; '—' for an array already shared (it copies nothing to compare with a floor)."""
+    significant digits ('~1.0' within 5% of 1); '—' for an array already shared (it copies nothing to
+    compare with a floor)."""
     at_size = {(row["how"], row["where"]): row for row in rows if row["size_bytes"] == size_bytes}
     any_row = next(iter(at_size.values()))
     lines = [f"{format_bytes(size_bytes)}: floor (a) warm copy {format_seconds(any_row['warm_floor_s'])}, "
@@ -162,9 +168,9 @@ def format_round_trips(rows: list[dict], size_bytes: int) -> str:
             if row is None:
                 continue
             ratios = (f"{'—':>9}{'—':>9}{'—':>12}" if how.endswith("_shared")  # no copy: no floor to compare
-                      else f"{format_ratio(row['ratio_to_warm_floor']):>8}×"
-                           f"{format_ratio(row['ratio_to_fresh_floor']):>8}×"
-                           f"{format_ratio(row['first_s'] / row['fresh_floor_s']):>11}×")
+                      else f"{_noise_ratio(row['ratio_to_warm_floor']):>8}×"
+                           f"{_noise_ratio(row['ratio_to_fresh_floor']):>8}×"
+                           f"{_noise_ratio(row['first_s'] / row['fresh_floor_s']):>11}×")
             lines.append(f"{label:<27}{where:<8}{format_seconds(row['first_s']):>10}"
                          f"{format_seconds(row['median_s']):>12}{ratios}")
     return "\n".join(lines)

@@ -128,7 +128,7 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
     fastest_private = min(median[how, "remote", largest] for how in HOWS if how not in SHARED_WAYS)
     return (
         "*What to see:* the stdlib pickle's time (blue) grows with the array, far above floor (a) (dashed); "
-        "torch's private-array trip (orange) follows floor (b) (dotted); the torch-free one "
+        f"torch's private-array trip (orange) {torch_follows_b(rows)}; the torch-free one "
         "(red), warm, nears (a) as the array grows. The already-shared lines (green, purple) grow at most "
         f"{spread}× over the {largest / smallest:.0f}× sweep, the pickle's {int(pickle_growth)}× or more."
         "\n\n**Conclusion.**\n\n- "
@@ -175,7 +175,23 @@ def cold_verdict(first_calls: list[float], fresh_floor: float, fresh_runs: list[
     """How the cold torch-free calls compare with floor (b), given its median and runs (seconds)."""
     words = cold_words(value / fresh_floor for value in first_calls)
     if max(first_calls) < min(fresh_runs):
-        return "below all its runs, its pages reserved in one call (`posix_fallocate`)."
+        return (f"{words}, below all its runs, but in one call each: reserving its pages in one call "
+                "(`posix_fallocate`) may explain it, not shown here.")
     if all(0.9 * min(fresh_runs) <= value <= 1.1 * max(fresh_runs) for value in first_calls):
         return f"{words}, within 10% of its runs: one copy into new pages."
     return f"{words}."
+
+
+def torch_follows_b(rows: list[dict]) -> str:
+    """How torch's private-array trip (both places) sits against floor (b) across the sizes: 'follows floor
+    (b)' from the smallest size from which every ratio lies within 0.8-1.25×, and above it below that."""
+    sizes = sorted({row["size_bytes"] for row in rows})
+    near = {size: all(0.8 <= row["ratio_to_fresh_floor"] <= 1.25 for row in rows
+                      if row["how"] == "torch" and row["size_bytes"] == size) for size in sizes}
+    start = next((size for size in sizes if all(near[s] for s in sizes if s >= size)), None)
+    fixed = "its fixed cost"
+    if start == sizes[0]:
+        return "follows floor (b) (dotted)"
+    if start is None:
+        return f"stays off floor (b) (dotted) at every size: {fixed} and the copy"
+    return f"follows floor (b) (dotted) from {format_bytes(start)} up; below that {fixed} keeps it above (b)"

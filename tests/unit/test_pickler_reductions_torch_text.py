@@ -34,8 +34,13 @@ def test_the_round_trips_paragraph_says_what_the_table_says():
     assert ("beat the pickle at every size, and an array already shared beat every other trip at every "
             "size (at 64 MiB, 900 µs against 72 ms for the fastest private trip).") in said
     assert ("The torch-free trip's first call at 64 MiB took 70 ms locally and 72 ms remote, against floor "
-            "(b)'s median 640 ms (its runs 640 ms): below all its runs, its pages reserved in one call "
-            "(`posix_fallocate`).\n- ") in said  # 70, 72 ms
+            "(b)'s median 640 ms (its runs 640 ms): under (b), below all its runs, but in one call each: "
+            "reserving its pages in one call (`posix_fallocate`) may explain it, not shown here.\n- "
+            ) in said  # 70, 72 ms
+    assert "trip (orange) stays off floor (b) (dotted) at every size" in said  # 0.61× remote
+    assert text.torch_follows_b(rows({("torch", "local"): {2: 40, 64: 640}})) == (  # 2.0× (b) at 2 MiB
+        "follows floor (b) (dotted) from 64 MiB up; below that its fixed cost keeps it above (b)")
+    assert text.torch_follows_b(rows({("torch", "local"): {2: 20, 64: 640}})) == "follows floor (b) (dotted)"
     assert ("Through a worker a private array cost 0.61× its local trip and 1.0× its local trip at 64 MiB "
             "(torch 390 ms against 640 ms, torch-free 72 ms against 70 ms)") in said
     near = [{**row, "first_s": 0.66} if row["how"] == "shared_memory" and row["size_bytes"] == 64 * MiB

@@ -126,6 +126,7 @@ def test_the_round_trip_table_gives_the_cold_call_over_floor_b():
              "warm_floor_s": 0.01, "fresh_floor_s": 0.1}]
     lines = pickler_reductions_torch.format_round_trips(rows, MiB).splitlines()
     assert lines[1].split()[-4:] == ["(b)", "cold", "÷", "(b)"] and lines[2].endswith("0.90×"), lines
+    assert lines[2].split()[-3:-1] == ["~1.0×", "0.10×"], lines  # within 5% of a floor: equal within noise
     shared = pickler_reductions_torch.format_round_trips([{**rows[0], "how": "shared_memory_shared"}], MiB)
     assert shared.splitlines()[2].split()[-3:] == ["—", "—", "—"], shared  # no copy: no ratio to a floor
 
