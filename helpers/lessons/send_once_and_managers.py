@@ -526,9 +526,10 @@ POST_SPEEDUP = 350  # the ratio of the post's times (38.7 s / 0.111 s): its prox
 FACTOR_WINDOW = 2.5
 FACTORS = ("proxy_speedup", "installed_speedup")  # the exercise's two factors
 # The installed list's factor divides by a task under a millisecond, which varies about 2x between
-# runs (section 2's fastest installed tasks): within 3, so the worked solution, read off section 2,
-# passes on every run, while "no faster than the proxy" (1) and "slower" (0.5) still fail.
-WINDOWS = {"proxy_speedup": FACTOR_WINDOW, "installed_speedup": 3}
+# runs (section 2's fastest installed tasks): within 4, so the worked solution, read off section 2,
+# passes on every run (it came out 2.3x over and 2x under the race's in two cold-read runs), while
+# "no faster than the proxy" (1) and "slower" (0.5) still fail where the race measures over 4x.
+WINDOWS = {"proxy_speedup": FACTOR_WINDOW, "installed_speedup": 4}
 LIST_TASK = "list_task_ms"  # and a list task's time in milliseconds: the answer is a dict of these three
 # The list task's time within this factor of the race's: 1.5. The race's task also moves the 1.4 MB
 # pickle through the pool's pipe, which the worked solution (dumps + loads) leaves out: on one CPU
