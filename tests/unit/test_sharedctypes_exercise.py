@@ -28,7 +28,7 @@ def answers_are_checked_as_given(monkeypatch):
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    ("view[0] += 2", "past the expected total"),
+    ("with lock: view[0] += 2", "past the expected total"),  # under the lock: never loses, always over
     ("pass", "stayed at 0"),
     ("view[0] +=", "not valid Python"),
     ("", "must be a line of Python"),
