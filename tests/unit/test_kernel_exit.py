@@ -55,16 +55,18 @@ def _run_then_shut_down(code: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+# No "without the knobs cell" control here: whether a kernel without the handler leaves its folder
+# depends on whether its children end within jupyter_client's 2.5 s (most runs left it; one CI run
+# did not). The handler's effect is held instead by the slow-exit test below, which fails without it.
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("installed", [True, False], ids=["knobs cell", "without it"])
-def test_a_shut_down_kernel_removes_its_forkserver_folder_once_a_lesson_set_its_knobs(installed):
+def test_a_shut_down_kernel_removes_its_forkserver_folder_once_a_lesson_set_its_knobs():
     before = leftovers.multiprocessing_temp_dirs()
-    install = 'config.knobs(default_method="forkserver")' if installed else ""
+    install = 'config.knobs(default_method="forkserver")'
     folder = _run_then_shut_down(textwrap.dedent(USES_A_FORKSERVER.format(install=install)))
     left = leftovers.multiprocessing_temp_dirs() - before
-    shutil.rmtree(folder, ignore_errors=True)  # what the kernel left without the handler
+    shutil.rmtree(folder, ignore_errors=True)  # only if the check below is about to fail
     assert folder.startswith(str(leftovers.temp_dir()))
-    assert left == (set() if installed else {folder})
+    assert left == set()
 
 
 FORKED_CHILD = """
