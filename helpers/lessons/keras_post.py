@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from helpers.measure.units import approx_seconds
+from helpers.measure.units import approx_ratio, approx_seconds
 
 POST_WORKERS = 5  # the post's multiprocessing.Pool(5), whatever the number of CPUs
 POST_QUEUE = 10  # the post's Queue(10): at most this many promises wait for the consumer thread
@@ -106,9 +106,11 @@ def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], 
     return sentence + "." + "".join(f" {reason[0].upper()}{reason[1:]}." for reason in reasons)
 
 
-def against_one_at_a_time(at_post: dict[str, float], alone: dict[str, float], cpus: int) -> str:
-    """A sentence setting each way's pipelined per-task seconds (``at_post``) beside its median task
-    one at a time (``alone``, same keys), each change with its one likely reason: pipelining
+def against_one_at_a_time(at_post: dict[str, float], alone: dict[str, float], cpus: int,
+                          statistic: str = "medians") -> str:
+    """A sentence setting each way's pipelined per-task seconds (``at_post``) beside its task one at
+    a time (``alone``, same keys; ``statistic`` names which of the race's tasks: "medians",
+    "fastest tasks"), with the proxy's factor, each change with its one likely reason: pipelining
     overlaps one task's pickling with another's unpickling (a cheaper list task); more workers than
     CPUs make short tasks wait (a dearer proxy task). Empty when neither moved by more than
     ``SAME_WITHIN``."""
@@ -116,8 +118,9 @@ def against_one_at_a_time(at_post: dict[str, float], alone: dict[str, float], cp
     if set(words.values()) == {"about as much"}:
         return ""
     alone_text = {way: approx_seconds(alone[way]) for way in words}
-    sentence = (f"One task at a time (the race's medians), they cost "
-                f"{alone_text['every task']} and {alone_text['proxy']}")
+    factor = approx_ratio(alone["every task"] / alone["proxy"])
+    sentence = (f"One task at a time (the race's {statistic}), they cost "
+                f"{alone_text['every task']} and {alone_text['proxy']} ({factor}×)")
     reasons = []
     if words["every task"] == "less":
         reasons.append("the list gains as one task's pickling overlaps another's unpickling")

@@ -33,6 +33,12 @@ def approx_seconds(seconds: float) -> str:
     return format_seconds(float(f"{seconds:.2g}"))
 
 
+def approx_ratio(ratio: float) -> str:
+    """A ratio rounded to two significant digits, for prose ('1.4', '15', '140', '1,500')."""
+    rounded = float(f"{ratio:.2g}")
+    return f"{rounded:,.0f}" if rounded >= 10 else f"{rounded:g}"
+
+
 def format_rate(bytes_per_second: float) -> str:
     """Format a throughput as 'x.y GiB/s' (or MiB/s below 1 GiB/s: '250 MiB/s', '1010 MiB/s')."""
     giga = bytes_per_second >= GiB

@@ -57,12 +57,12 @@ def test_a_dearer_proxy_is_blamed_on_the_five_workers_only_if_it_cost_less_one_t
 def test_pipelined_against_one_at_a_time_names_each_change_and_labels_its_reason():
     alone = {"every task": 0.073, "proxy": 0.00081}
     both = keras_post.against_one_at_a_time({"every task": 0.050, "proxy": 0.0014}, alone, 2)
-    assert both == ("One task at a time (the race's medians), they cost 73 ms and 810 µs; "
+    assert both == ("One task at a time (the race's medians), they cost 73 ms and 810 µs (90×); "
                     "pipelined, likely, the list gains as one task's pickling overlaps another's unpickling, "
                     "and the proxy loses as 5 workers wait for 2 CPUs.")
     on_many_cpus = keras_post.against_one_at_a_time({"every task": 0.073, "proxy": 0.0014}, alone, 8)
     assert on_many_cpus == ("One task at a time (the race's medians), they cost 73 ms "
-                            "and 810 µs.")
+                            "and 810 µs (90×).")
     assert keras_post.against_one_at_a_time(alone, alone, 2) == ""
     proxy_as_alone = keras_post.against_one_at_a_time({"every task": 0.050, "proxy": 0.0009}, alone, 2)
     assert proxy_as_alone.endswith("the proxy gains nothing as 5 workers wait for 2 CPUs.")
