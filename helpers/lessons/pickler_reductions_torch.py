@@ -145,9 +145,17 @@ def format_ratio(value: float) -> str:
     return f"{value:#.2g}"
 
 
-def _noise_ratio(value: float) -> str:
-    """``format_ratio``, but '~1.0' within 5% of 1: equal within a few runs' noise."""
-    return "~1.0" if 0.95 <= value <= 1.05 else format_ratio(value)
+NOISE_BAND = (0.95, 1.05)  # a ratio in here is "~1.0×", "about": equal within a few runs' noise
+
+
+def within_noise(value: float) -> bool:
+    """True when the ratio ``value`` lies in ``NOISE_BAND``: equal within a few runs' noise."""
+    return NOISE_BAND[0] <= value <= NOISE_BAND[1]
+
+
+def noise_ratio(value: float) -> str:
+    """``format_ratio``, but '~1.0' within ``NOISE_BAND``: equal within a few runs' noise."""
+    return "~1.0" if within_noise(value) else format_ratio(value)
 
 
 def format_round_trips(rows: list[dict], size_bytes: int) -> str:
@@ -168,9 +176,9 @@ def format_round_trips(rows: list[dict], size_bytes: int) -> str:
             if row is None:
                 continue
             ratios = (f"{'—':>9}{'—':>9}{'—':>12}" if how.endswith("_shared")  # no copy: no floor to compare
-                      else f"{_noise_ratio(row['ratio_to_warm_floor']):>8}×"
-                           f"{_noise_ratio(row['ratio_to_fresh_floor']):>8}×"
-                           f"{_noise_ratio(row['first_s'] / row['fresh_floor_s']):>11}×")
+                      else f"{noise_ratio(row['ratio_to_warm_floor']):>8}×"
+                           f"{noise_ratio(row['ratio_to_fresh_floor']):>8}×"
+                           f"{noise_ratio(row['first_s'] / row['fresh_floor_s']):>11}×")
             lines.append(f"{label:<27}{where:<8}{format_seconds(row['first_s']):>10}"
                          f"{format_seconds(row['median_s']):>12}{ratios}")
     return "\n".join(lines)
@@ -194,6 +202,38 @@ def format_medians_by_size(rows: list[dict]) -> str:
                              + "".join(f"{format_seconds(by_key[how, where, size]['median_s']):>10}"
                                        for size in sizes))
     return "\n".join(lines)
+
+
+def format_lent_segments(rows: list[dict]) -> str:
+    """The torch-free private-array rows' segment pool, one column per size: segments made new / lent
+    again (given back by the last call's receiver) over each row's calls, cold and warm."""
+    sizes = sorted({row["size_bytes"] for row in rows})
+    by_key = {(row["where"], row["size_bytes"]): row for row in rows if row["how"] == "shared_memory"}
+    lines = [f"{'segments new / lent again':<35}" + "".join(f"{format_bytes(size):>10}" for size in sizes)]
+    for where in WHERES:
+        if all((where, size) in by_key for size in sizes):
+            lines.append(f"{LABELS['shared_memory'] + ', ' + where:<35}" + "".join(
+                f"{by_key[where, size]['segments_new']} / {by_key[where, size]['segments_reused']}".rjust(10)
+                for size in sizes))
+    return "\n".join(lines)
+
+
+def warm_path_line(rows: list[dict], map_reused: int, map_sends: int) -> str:
+    """One line on which way of sending got given-back (warm) segments: the round trips' loop of sends
+    (each received array dropped before the next send) against a ``Pool.map`` that lent ``map_reused``
+    of its ``map_sends`` segments again."""
+    torch_free = [row for row in rows if row["how"] == "shared_memory"]
+    reused = sum(row["segments_reused"] or 0 for row in torch_free)
+    sends = sum(len(row["runs_s"]) + 1 for row in torch_free)
+    loop = (f"the loop of sends above (each received array dropped before the next send): {reused} of "
+            f"{sends} sends lent a given-back segment again")
+    pool_map = f"section 2's `Pool.map`: {map_reused} of {map_sends}"
+    if map_reused == 0:
+        pool_map = (f"section 2's `Pool.map`, which pickled every task before a segment came back: "
+                    f"{map_reused} of {map_sends}")
+    if reused and not map_reused:
+        return f"Warm segments came with {loop}; {pool_map}."
+    return f"{loop[0].upper()}{loop[1:]}; {pool_map}."
 
 
 def plot_round_trips(rows: list[dict], axes) -> None:
@@ -295,6 +335,7 @@ class RoundTrip:
 
     first: float
     warm: Timing
+    segments: tuple[int, int] | None = None  # the torch-free pool over these calls: (new, lent again)
 
     @property
     def median(self) -> float:
@@ -322,6 +363,13 @@ def array_to_send(array: np.ndarray, how: str) -> Iterator[np.ndarray]:
             yield array
 
 
+def _segment_counts(how: str) -> tuple[int, int] | None:
+    """For ``"shared_memory"``: the segments this process's pool made new and lent again so far
+    (the library's counters, ``SegmentPool.created`` and ``reused``); None for any other way."""
+    pool = reducers.shared_memory_pool() if how == "shared_memory" else None
+    return None if pool is None else (pool.created, pool.reused)
+
+
 def _check(received: np.ndarray, array: np.ndarray, compare: bool) -> None:
     if received.shape != array.shape or received.dtype != array.dtype:
         raise AssertionError(f"round trip changed the array: {received.shape} {received.dtype}")
@@ -340,7 +388,8 @@ def local_round_trip_seconds(array: np.ndarray, how: str, repeat: int = 5) -> Ro
             runs.append(time.perf_counter() - start)
             _check(received, array, compare=run == 0)
             del received
-    return RoundTrip(runs[0], Timing(tuple(runs[1:])))
+        segments = _segment_counts(how)
+    return RoundTrip(runs[0], Timing(tuple(runs[1:])), segments)
 
 
 class EchoWorker:
@@ -374,7 +423,8 @@ class EchoWorker:
                 runs.append(time.perf_counter() - start)
                 _check(received, array, compare=run == 0)
                 del received
-        return RoundTrip(runs[0], Timing(tuple(runs[1:])))
+            segments = _segment_counts(how)
+        return RoundTrip(runs[0], Timing(tuple(runs[1:])), segments)
 
     def close(self) -> None:
         """Ask the worker to leave, wait for it (terminate it if it hangs)."""
@@ -410,7 +460,8 @@ def round_trip_table(sizes_bytes: Iterable[int], hows: Iterable[str] = HOWS, whe
     (warm runs), ``runs_s``, ``ratio_to_warm_floor`` / ``ratio_to_fresh_floor`` (median over
     floor (a) / (b) at that size) and the floors themselves, ``warm_floor_s`` and ``fresh_floor_s``:
     each the faster of two medians, timed before and after that size's round trips; ``fresh_floor_runs_s``:
-    every run of floor (b) at that size, before and after.
+    every run of floor (b) at that size, before and after; ``segments_new`` / ``segments_reused``: for
+    ``"shared_memory"``, the segments its pool made new / lent again over that row's calls (else None).
     One echo worker per reduction serves every size (started once, not timed).
     """
     hows, wheres = list(hows), list(wheres)
@@ -430,9 +481,11 @@ def round_trip_table(sizes_bytes: Iterable[int], hows: Iterable[str] = HOWS, whe
                         if way not in echo_workers:
                             echo_workers[way] = EchoWorker(way, mp_context)
                         trip = echo_workers[way].round_trip_seconds(array, how, repeat)
+                    new, reused = trip.segments or (None, None)
                     size_rows.append({"how": how, "size_bytes": int(array.nbytes), "where": where,
                                       "first_s": trip.first, "median_s": trip.median,
-                                      "runs_s": list(trip.runs)})
+                                      "runs_s": list(trip.runs), "segments_new": new,
+                                      "segments_reused": reused})
             after = copy_floors.measure_floors(array, repeat)
             floors = copy_floors.faster_medians(before.as_dict(), after.as_dict())
             warm_floor, fresh_floor = floors["warm"], floors["fresh_shm"]

@@ -9,7 +9,7 @@ whether (and from which size) it says an already-shared array beat every other t
 
 from __future__ import annotations
 
-from helpers.lessons.pickler_reductions_torch import HOWS, WHERES, format_ratio
+from helpers.lessons.pickler_reductions_torch import HOWS, WHERES, format_ratio, noise_ratio, within_noise
 from helpers.measure.units import format_bytes, format_seconds
 
 SHARED_WAYS = ("torch_shared", "shared_memory_shared")  # the rows of an array already shared
@@ -77,9 +77,10 @@ def remote_below_local(rows: list[dict]) -> str:
 
 def cold_words(cold_ratios) -> str:
     """How the cold torch-free trips compare with floor (b), from their ratios to it: 'about (b)' when
-    every one lies within 0.8-1.25×, else 'under (b)', 'over (b)' or 'around (b)' (some each side)."""
+    every one lies within the noise band (0.95-1.05×, what the table prints '~1.0×'), else 'under (b)',
+    'over (b)' or 'around (b)' (some each side)."""
     ratios = list(cold_ratios)
-    if all(0.8 <= r <= 1.25 for r in ratios):
+    if all(within_noise(r) for r in ratios):
         return "about (b)"
     if max(ratios) < 1:
         return "under (b)"
@@ -142,7 +143,7 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
            + f" (at {format_bytes(largest)}, {format_seconds(slowest_shared)} against "
              f"{format_seconds(fastest_private)} for the fastest private trip).")
         + "\n- Torch's private-array trip took "
-          f"{format_ratio(ratios['torch', 'local', largest]['ratio_to_fresh_floor'])}× (b) locally at "
+          f"{noise_ratio(ratios['torch', 'local', largest]['ratio_to_fresh_floor'])}× (b) locally at "
           f"{format_bytes(largest)}"
         + (f"; locally a pickle beat it at {' and '.join(map(format_bytes, pickle_first))}. " if pickle_first
            else ". ")
@@ -157,16 +158,17 @@ def round_trips_what_to_see(rows: list[dict], mmap_threshold: int) -> str:
 
 def remote_like_local(rows: list[dict]) -> str:
     """A sentence on the private-array trips through a worker against the local ones at the largest size:
-    'about what it cost locally' when every ratio lies within 0.8-1.25×."""
+    'about what it cost locally' when every ratio lies within the noise band (what the table prints
+    '~1.0×'), else each ratio (torch's, then the torch-free one's)."""
     by_key, largest = _medians(rows), max(row["size_bytes"] for row in rows)
     pairs = {how: (by_key[how, "remote", largest], by_key[how, "local", largest])
              for how in ("torch", "shared_memory")}
-    about = all(0.8 <= remote / local <= 1.25 for remote, local in pairs.values())
+    about = all(within_noise(remote / local) for remote, local in pairs.values())
     figures = ", ".join(f"{name} {format_seconds(pairs[how][0])} against {format_seconds(pairs[how][1])}"
                         for how, name in (("torch", "torch"), ("shared_memory", "torch-free")))
     cost = ("about what it cost locally" if about else
-            " and ".join(f"{format_ratio(remote / local)}× its local trip"
-                         for remote, local in pairs.values()))
+            " and ".join(f"{noise_ratio(remote / local)}×" for remote, local in pairs.values())
+            + " its local trip")
     return (f"Through a worker a private array cost {cost} at {format_bytes(largest)} ({figures}): "
             "the reply crossed as a description. ")
 
@@ -175,8 +177,8 @@ def cold_verdict(first_calls: list[float], fresh_floor: float, fresh_runs: list[
     """How the cold torch-free calls compare with floor (b), given its median and runs (seconds)."""
     words = cold_words(value / fresh_floor for value in first_calls)
     if max(first_calls) < min(fresh_runs):
-        return (f"{words}, below all its runs, but in one call each: reserving its pages in one call "
-                "(`posix_fallocate`) may explain it, not shown here.")
+        return (f"{words}, below all its runs (one call each): its pages were reserved in one call "
+                "(section 4).")
     if all(0.9 * min(fresh_runs) <= value <= 1.1 * max(fresh_runs) for value in first_calls):
         return f"{words}, within 10% of its runs: one copy into new pages."
     return f"{words}."

@@ -48,7 +48,11 @@ def test_the_table_has_a_row_per_size_how_and_place_with_ratios_to_both_floors()
     for row in rows:
         assert set(row) == {"how", "size_bytes", "where", "first_s", "median_s", "runs_s",
                             "ratio_to_warm_floor", "ratio_to_fresh_floor", "warm_floor_s", "fresh_floor_s",
-                            "fresh_floor_runs_s"}
+                            "fresh_floor_runs_s", "segments_new", "segments_reused"}
+        if row["how"] == "shared_memory":  # the pool's own counters: the cold call's segment is new
+            assert row["segments_new"] >= 1 and row["segments_new"] + row["segments_reused"] == 3
+        else:
+            assert row["segments_new"] is None and row["segments_reused"] is None
         assert len(row["runs_s"]) == 2 and row["warm_floor_s"] > 0 and row["fresh_floor_s"] > 0
         # every run of floor (b), before and after the size's trips; the floor reported is a median of them
         runs = row["fresh_floor_runs_s"]
