@@ -328,7 +328,8 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     """Section 1's conclusion in Markdown, from the fan-outs ``by`` (kind, task) and whether each judged
     speed-up was measured with CPUs to spare (``calm``): speed-ups on fastest runs and on medians; the
     Python loop's processes judged on their own control (nothing sent: what a GIL each buys), and set
-    against its threads on fastest runs and on medians. The control counts as proof
+    against its threads on fastest runs and on medians; the share of one worker's time that summing takes
+    (its control's time over the time with the chunk received), for each sum. The control counts as proof
     of free CPUs only while the tree's threads waiting for a CPU stayed at most ``wait_limit`` at once on
     average (default: a quarter of the workers)."""
     n = max(next(iter(by.values())).timings)
@@ -346,6 +347,10 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     python_floats, array_floats = python_bytes // 8, array_bytes // 8
     per_element = (one[threads_py] / python_bytes) / (one[threads_np] / array_bytes)
     slower = fastest[processes_py] > fastest[threads_py]
+    summing = {"numpy": one[control] / one[processes_np], "loop": one[loop_control] / one[processes_py]}
+    # the loop's sum is a real share of a send and `np.sum`'s is not: overlap explains the loop's speed-up
+    overlaps = (loop_control != control and usable_cpus >= n >= 2 and up[processes_py] > up[processes_np]
+                and summing["numpy"] < 0.1 <= summing["loop"])
 
     def waited(key):  # why a speed-up is not judged on this run, if it is not
         return ("" if calm.get(key, True) else
@@ -365,8 +370,7 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
                f"{format_seconds(by[threads_py].timings[n].min)} (fastest runs; medians "
                f"{format_seconds(by[processes_py].timings[n].median)} against "
                f"{format_seconds(by[threads_py].timings[n].median)}). "
-               f"Their {up[processes_py]:.2f}× speed-up is over one process "
-               f"({format_seconds(one[processes_py])}, receiving included), not over threads.")
+               f"Their {up[processes_py]:.2f}× speed-up is over one process, not threads.")
     control_wait = by[control].waited_for_cpu
     if usable_cpus >= n >= 2 and control_wait > wait_limit:
         cpus = (f"sped up {up[control]:.2f}× on fastest runs, {up_median[control]:.2f}× on medians (CPU "
@@ -388,17 +392,26 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
         loop,
         against,
         f"- **NumPy, processes:** **{send_cost:.0f}×** as long as threads; {n} workers "
-        + (f"sped them up only {up[processes_np]:.2f}×" if up[processes_np] >= 1
-           else f"made them no faster ({up[processes_np]:.2f}×)")
-        + (": one feeder thread in this process (section 2) pickles and sends the chunks one after the "
-           "other, through one pipe (`multiprocessing/queues.py`)."
-           if up[processes_np] < 0.75 * n else "."),
+        + (f"sped them up {'only ' * (up[processes_np] < 0.75 * n)}{up[processes_np]:.2f}×"
+           if up[processes_np] >= 1 else f"made them no faster ({up[processes_np]:.2f}×)")
+        + ". This process's *feeder thread* pickles and writes the chunks into the pool's one pipe in turn "
+        "([lesson 02](02_pickle_baseline.ipynb) times each stage). "
+        f"Summing alone was {_share(summing['numpy'])} of one worker's time "
+        f"({format_seconds(one[control])} of {format_seconds(one[processes_np])})"
+        + (f", the loop's {_share(summing['loop'])} ({format_seconds(one[loop_control])} of "
+           f"{format_seconds(one[processes_py])}): a worker's loop runs while the next chunk is sent"
+           if overlaps else "") + ".",
         "",
         f"Per float, one thread's Python loop (on {format_bytes(python_bytes)}) took "
         f"{_ns(one[threads_py] / python_floats)} ns, `np.sum` (on {format_bytes(array_bytes)}) "
         f"{_ns(one[threads_np] / array_floats)} ns: "
         f"{per_element:.0f}× as long.",
     ])
+
+
+def _share(fraction: float) -> str:
+    """A fraction as a percentage, as printed: whole percents from 1%, one decimal below."""
+    return f"{fraction:.0%}" if fraction >= 0.01 else f"{fraction:.1%}"
 
 
 def _ns(seconds: float) -> str:
