@@ -107,29 +107,48 @@ def _reading(by: dict, sizes: list[int]) -> str:
             f"{largest >> 20} MiB, one copy into a warm segment plus a message.{below}")
 
 
-def reference_table(folder: Path | None = None) -> str:
-    """Markdown: npshmex's echo beside ours (warm) and the stdlib's, per size, as multiples of that
-    size's floor (a), from the newest transport file in ``folder`` (``results/``) that has npshmex's
-    rows; or a line saying there is none and how to make one."""
+def _newest_rows(folder: Path | None) -> tuple[Path, dict, list[int]] | None:
+    """The newest transport file in ``folder`` (``results/``) that has npshmex's rows: its path, its
+    rows of ``ROWS`` by (name, size in bytes) and npshmex's sizes; None when there is none."""
     folder = Path(__file__).resolve().parents[2] / "results" if folder is None else folder
     for path in sorted(folder.glob("*-transport*.json"), reverse=True):
         rows = json.loads(path.read_text())["rows"]
         by = {(row["name"], row["size_bytes"]): row for row in rows if row["name"] in ROWS}
         sizes = sorted({size for name, size in by if name == "npshmex_echo"})
-        if not sizes:
-            continue
-        header = "| size | " + " | ".join(ROWS.values()) + " | npshmex over ours |"
-        lines = [f"From `results/{path.name}`, ratios to floor (a) of the same size:", "",
-                 header, "|---" * (len(ROWS) + 2) + "|"]
-        for size in sizes:
-            cells = [f"{by[name, size]['ratio_to_warm_floor']:.3g}×" if (name, size) in by else "-"
-                     for name in ROWS]
-            npshmex, ours = by["npshmex_echo", size], by.get(("ours_warm", size))
-            over = "-" if ours is None else f"{format_ratio(npshmex['median_s'] / ours['median_s'])}×"
-            lines.append(f"| {size >> 20} MiB | " + " | ".join(cells) + f" | {over} |")
-        return "\n".join(lines + ["", _reading(by, sizes)])
-    return ("No transport results with npshmex's rows in `results/`: install the extra and run "
-            "`python -m helpers.bench --suite transport`.")
+        if sizes:
+            return path, by, sizes
+    return None
+
+
+def reference_table(folder: Path | None = None) -> str:
+    """Markdown: npshmex's echo beside ours (warm) and the stdlib's, per size, as multiples of that
+    size's floor (a), from the newest transport file in ``folder`` (``results/``) that has npshmex's
+    rows; or a line saying there is none and how to make one."""
+    found = _newest_rows(folder)
+    if found is None:
+        return ("No transport results with npshmex's rows in `results/`: install the extra and run "
+                "`python -m helpers.bench --suite transport`.")
+    path, by, sizes = found
+    header = "| size | " + " | ".join(ROWS.values()) + " | npshmex over ours |"
+    lines = [f"From `results/{path.name}`, ratios to floor (a) of the same size:", "",
+             header, "|---" * (len(ROWS) + 2) + "|"]
+    for size in sizes:
+        cells = [f"{by[name, size]['ratio_to_warm_floor']:.3g}×" if (name, size) in by else "-"
+                 for name in ROWS]
+        npshmex, ours = by["npshmex_echo", size], by.get(("ours_warm", size))
+        over = "-" if ours is None else f"{format_ratio(npshmex['median_s'] / ours['median_s'])}×"
+        lines.append(f"| {size >> 20} MiB | " + " | ".join(cells) + f" | {over} |")
+    return "\n".join(lines + ["", _reading(by, sizes)])
+
+
+def ours_warm_ratios(folder: Path | None = None) -> dict[int, float]:
+    """The "ours, warm" column of ``reference_table``: our warm echo as a multiple of floor (a), by
+    size in bytes, from the same file; empty when there is none."""
+    found = _newest_rows(folder)
+    if found is None:
+        return {}
+    _, by, sizes = found
+    return {size: by["ours_warm", size]["ratio_to_warm_floor"] for size in sizes if ("ours_warm", size) in by}
 
 
 if __name__ == "__main__":

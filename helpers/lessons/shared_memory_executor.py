@@ -13,6 +13,7 @@ program), and ``EXERCISE``, the lesson's "Your turn" on the fan-out's memory (th
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from helpers.measure.leftovers import SEGMENT_PREFIX, SHM_DIR
 from helpers.measure.memory import GLIBC_MMAP_THRESHOLD_MAX, MemoryReport, track_memory
 from helpers.measure.timing import Timing, rotated, stopwatch, time_it
 from sharedarrays.executor import SharedMemoryExecutor
-from sharedarrays.segment_pool import HEADER_BYTES
+from sharedarrays.segment_pool import HEADER_BYTES, default_idle_cap_bytes
 from sharedarrays.shm import SharedNDArray, handle_of, process_alive
 from sharedarrays.transit import copy_as_unpickled
 
@@ -391,6 +392,14 @@ KILLED_PROGRAM = """
             call.start()
         calls[0].join()
 """
+
+
+def default_cap_keeps(n_bytes: int) -> tuple[int, bool]:
+    """(the library's default ``idle_cap_bytes`` on this machine now, bytes; whether a returned
+    segment for an array of ``n_bytes`` stays idle under it: one larger than the cap is unlinked)."""
+    cap = default_idle_cap_bytes()
+    capacity = -(-(HEADER_BYTES + n_bytes) // mmap.PAGESIZE) * mmap.PAGESIZE - HEADER_BYTES
+    return cap, capacity <= cap
 
 
 @dataclass(frozen=True)

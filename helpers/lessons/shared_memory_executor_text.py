@@ -1,11 +1,15 @@
 """The sentences lesson 08 renders from its timings (the notebook shows them, not the code that words them).
 
 ``hand_built_conclusion`` words section 2 (a hand-built call against its steps and floor (b));
-``round_trips_what_to_see`` words section 5 (round trips through the stdlib and ours). Each takes the
-lesson's measurements and returns Markdown; the lesson's check cells assert the comparisons they state.
+``round_trips_what_to_see`` words section 5 (round trips through the stdlib and ours);
+``room_for_a_segment``, the pitfall of section 4 (/dev/shm's free space against the memory available);
+``warm_echo_takeaway``, the takeaway on warm calls at two sizes. Each takes the lesson's measurements and
+returns Markdown or a printed line; the lesson's check cells assert the comparisons they state.
 """
 
 from __future__ import annotations
+
+import sys
 
 from helpers.lessons.shared_memory_executor import CallAndParts, NewResultParts, RoundTrips
 from helpers.lessons.shared_memory_tables import about
@@ -55,9 +59,9 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
              f"; the message and the worker's attach added {format_seconds(extra)}" if extra > 0 else
              f"; the call came {format_seconds(-extra)} under them, more than their spread")
     beat_b = firsts.median < parts.new_segment.median
-    bulk = (f" It beat floor (b) ({format_seconds(parts.new_segment.median)}): the segment pool reserves a "
-            "new segment's pages in bulk, as `copy_of` does." if beat_b else "")
-    first = (f"A first call (the segment pool emptied before it) makes a segment: "
+    bulk = (f" It beat floor (b) ({format_seconds(parts.new_segment.median)}): the pool reserves pages in "
+            "bulk, as `copy_of` does." if beat_b else "")
+    first = (f"A first call (segment pool emptied) makes a segment: "
              f"{format_seconds(firsts.median)}{iqrs[0]}, against {format_seconds(first_segments.median)}"
              f"{iqrs[1]} for that segment and copy alone{added}.{bulk}")
     carried = new_parts.read.median - new_parts.sum_here.median  # a warm sum's call less the sum itself
@@ -69,9 +73,9 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
                                                                     first_segments.median)
     off = abs(rest) / ours_new.median
     left = ("." if off < 0.02 else
-            f"; the call came {round(100 * off)}% {'over' if rest > 0 else 'under'} them, about as far apart "
-            f"as two timings of one new segment and copy ({format_seconds(parts.copy_of.median)} in "
-            f"section 2, {format_seconds(first_segments.median)} here)." if off <= drift + 0.01 else
+            f"; the call came {round(100 * off)}% {'over' if rest > 0 else 'under'} them, as far apart as "
+            f"two timings of one new segment ({format_seconds(parts.copy_of.median)}, section 2; "
+            f"{format_seconds(first_segments.median)} here)." if off <= drift + 0.01 else
             f"; {format_seconds(rest)} not broken down." if rest > 0 else
             f", {round(100 * off)}% more than the call.")
     grew = ours.shared.median - ours_small.shared.median  # what the larger size added
@@ -98,8 +102,8 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
         f"{format_seconds(new_parts.sum_here.median)} in this process. Each task maps the segment afresh; "
         "its first touch of each page is a minor fault (mapped, not copied). Less the sum and the matching "
         f"echo, the faults took {format_seconds(faults[0])} to {format_seconds(faults[1])} a call."
-        f"\n\n`x + 1` took {format_seconds(ours_new.median)} warm (its result dropped, so its segment's "
-        f"unlink is timed). Its parts, timed apart:"
+        f"\n\n`x + 1` took {format_seconds(ours_new.median)} warm (its result dropped, so its unlink is "
+        f"timed). Its parts, timed apart:"
         f"\n- the warm sum's call less the sum: {format_seconds(carried)}"
         f"\n- `x + 1` here: {format_seconds(new_parts.compute.median)}"
         f"\n- a new segment, made and unlinked (section 2): {format_seconds(parts.copy_of.median)} + "
@@ -114,3 +118,48 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
                 f"{format_seconds(ours.shared.median)})")
         + ". Shared once: the message. Reading "
         "the array adds the worker's page faults; a new big result, a new segment.")
+
+
+def warm_echo_takeaway(ours: RoundTrips, ours_small: RoundTrips, parts: CallAndParts, array_bytes: int,
+                       small_bytes: int, reference: dict[int, float]) -> str:
+    """The takeaway on warm calls (a Markdown list item), from section 5's echoes at two sizes: the big
+    one against section 2's floor (a) (as section 5 words it), the small one against its own floor (a)
+    and its message (the echo already shared); ``reference``: our warm echo over floor (a) by size in
+    bytes, from the reference run of section 7's table (its sizes at 1.5× or more are named)."""
+    big = ours.warm.median / parts.warm.median
+    small = ours_small.warm.median / ours_small.warm_copy.median
+    message = ours_small.shared.median
+    share = message / ours_small.warm.median
+    weighs = ("as long as the call" if share >= 1 else
+              f"{'most' if share > 0.5 else f'{round(100 * share)}%'} of it")
+    slow = [(size, ratio) for size, ratio in sorted(reference.items()) if ratio >= 1.5]
+    named = ", ".join(f"{ratio:.3g}× at {format_bytes(size)}" for size, ratio in slow)
+    seen = f" (reference run, section 7: {named})" if slow else ""
+    trend = (f"; smaller arrays pay more floors{seen}" if small > big else
+             f"; no more floors than at {format_bytes(array_bytes)} here")
+    return (f"- Warm segments cut an echo of {format_bytes(array_bytes)} to {about(big)}× floor (a); of "
+            f"{format_bytes(small_bytes)}, to "
+            f"{about(small)}× its floor (a), its message ({format_seconds(message)}) "
+            f"{weighs}{trend}. Already shared: the message; reading adds page faults (section 5). "
+            "A hand-built swap or a new big result (`x + 1`) pays for a new segment every call (section 2).")
+
+
+def room_for_a_segment(shm_free: int | None, available: int) -> str:
+    """What the library weighs before it makes a segment, with this machine's two figures (bytes;
+    ``available`` is ``sys.maxsize`` where the machine does not say): /dev/shm's pages are memory."""
+    if shm_free is None:
+        return "this machine has no /dev/shm"
+    tmpfs = ("/dev/shm is a tmpfs: its size is a limit, not memory set aside, and its pages are "
+             "memory (RAM, or swap). Before the library makes a segment, it checks the bytes against "
+             "/dev/shm's free space")
+    pickles = ("raises MemoryError when {} is short; the executor then pickles the array if memory can "
+               "hold the pickle, else passes the MemoryError on.")
+    if available == sys.maxsize:
+        return (f"/dev/shm had {format_bytes(shm_free)} free; this machine does not say how much memory is "
+                f"available. {tmpfs} alone, and {pickles.format('it')}")
+    between = (f"more than the {format_bytes(available)} of memory available: an array between the two "
+               "fits /dev/shm, not RAM" if shm_free > available else
+               f"within the {format_bytes(available)} of memory available: /dev/shm fills first")
+    return (f"/dev/shm had {format_bytes(shm_free)} free, {between}. {tmpfs} and against the memory "
+            "available (RAM, within the container's memory limit if any; swap not counted), and "
+            + pickles.format("either"))

@@ -125,13 +125,16 @@ def correctness_tour(context, n_workers: int, source: np.ndarray, small_bytes: i
 class TooBig:
     """An array claiming more than the free ``/dev/shm``: what happened ('pickled: N bytes arrived',
     'MemoryError: ...' or 'not run'), the executor's pickled fallbacks and notices, and whether it
-    still summed ``source`` right afterwards."""
+    still summed ``source`` right afterwards; ``shm_free`` and ``available``, read before the call:
+    /dev/shm's free bytes (None: no /dev/shm) and the memory available (``sys.maxsize``: not told)."""
 
     claimed_bytes: int
     outcome: str
     fallbacks: int
     notices: list[str]
     still_works: bool
+    shm_free: int | None
+    available: int
 
 
 def submit_too_big(context, source: np.ndarray, idle_cap_bytes: int) -> TooBig:
@@ -139,7 +142,8 @@ def submit_too_big(context, source: np.ndarray, idle_cap_bytes: int) -> TooBig:
     by a MiB where pickling that is quick (the executor pickles it), else a MiB larger than the memory
     available too (pickling cannot fit: MemoryError); then check that the executor still works. Not
     run where the machine does not say how much memory is available."""
-    too_big_bytes, available = (system.shm_free() or 0) + MiB, system.available_memory()
+    shm_free, available = system.shm_free(), system.available_memory()
+    too_big_bytes = (shm_free or 0) + MiB
     if too_big_bytes > PICKLE_AT_MOST_BYTES:
         too_big_bytes = max(too_big_bytes, available + MiB)
     too_big = np.broadcast_to(np.random.default_rng(5).random(1), (too_big_bytes // 8,))
@@ -154,7 +158,7 @@ def submit_too_big(context, source: np.ndarray, idle_cap_bytes: int) -> TooBig:
                     outcome = f"{type(error).__name__}: {error}"
             fallbacks = executor.pickled_fallbacks
         still_works = bool(np.isclose(executor.submit(workers.sum_array, source).result(), source.sum()))
-    return TooBig(too_big.nbytes, outcome, fallbacks, list(said), still_works)
+    return TooBig(too_big.nbytes, outcome, fallbacks, list(said), still_works, shm_free, available)
 
 
 def write_after_submit_seen(executor_class, context, n_workers: int, array: np.ndarray,

@@ -2,6 +2,7 @@
 fails the check cell with a hint, the worked solution passes. Also the lesson's correctness tour and
 its too-big array, through the real executor."""
 
+import mmap
 import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
 
@@ -111,3 +112,10 @@ def test_an_array_larger_than_dev_shm_is_pickled_or_refused_and_the_executor_goe
     else:  # larger than the memory available too: refused before a byte is written
         assert too_big.outcome.startswith("MemoryError: ") and "pickling it instead" in too_big.outcome
     assert too_big.still_works
+    assert too_big.shm_free is not None and too_big.claimed_bytes > too_big.shm_free and too_big.available > 0
+
+
+def test_the_default_idle_cap_keeps_an_array_only_if_its_segment_fits_under_it():
+    cap, keeps = shared_memory_executor.default_cap_keeps(MiB)
+    assert 0 < cap <= 1 << 30 and keeps == (cap >= MiB + mmap.PAGESIZE - 64)  # a 64-byte header, whole pages
+    assert shared_memory_executor.default_cap_keeps(cap + 1) == (cap, False)

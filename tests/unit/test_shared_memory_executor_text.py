@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from helpers.lessons import shared_memory_executor_text as text
 from helpers.lessons.shared_memory_executor import CallAndParts, NewResultParts, RoundTrips
 from helpers.measure.timing import Timing
@@ -53,7 +55,7 @@ def test_the_round_trips_paragraph_adds_up_the_parts_of_x_plus_one():
                                               ms(148, 148, 148), parts(ms(102, 103, 104), ms(101, 102, 103)),
                                               128 * MiB, 8 * MiB)
     assert "; the message and the worker's attach added 18 ms." in slow_first  # 90 - 72 ms
-    assert "took 148 ms warm (its result dropped, so its segment's unlink is timed). Its parts, timed" in said
+    assert "took 148 ms warm (its result dropped, so its unlink is timed). Its parts, timed" in said
     assert "\n- the warm sum's call less the sum: 28 ms\n- `x + 1` here: 11 ms\n" in said  # 35 - 7 ms
     assert ("(section 2): 72 ms + 31 ms\n\nThey add up to 142 ms, against the call's 148 ms; 6 ms not "
             "broken down.") in said
@@ -76,11 +78,11 @@ def test_a_first_call_under_floor_b_and_a_whole_under_its_parts_are_said_plainly
     said = text.round_trips_what_to_see(trips, ours, small, FIRSTS, ms(68, 68, 68), new_parts,
                                         ms(137, 137, 137), call, 128 * MiB, 8 * MiB)  # copy_of 72 ms
     assert ("makes a segment: 75 ms (IQR 4 ms), against 68 ms (IQR 0 ns) for that segment and copy alone; "
-            "the message and the worker's attach added 7 ms. It beat floor (b) (79 ms): the segment pool "
-            "reserves a new segment's pages in bulk, as `copy_of` does.") in said  # 75 against 79 ms
-    assert "took 137 ms warm (its result dropped, so its segment's unlink is timed)." in said
-    assert ("against the call's 137 ms; the call came 4% under them, about as far apart as "
-            "two timings of one new segment and copy (72 ms in section 2, 68 ms here).") in said
+            "the message and the worker's attach added 7 ms. It beat floor (b) (79 ms): the pool "
+            "reserves pages in bulk, as `copy_of` does.") in said  # 75 against 79 ms
+    assert "took 137 ms warm (its result dropped, so its unlink is timed)." in said
+    assert ("against the call's 137 ms; the call came 4% under them, as far apart as "
+            "two timings of one new segment (72 ms, section 2; 68 ms here).") in said
     assert "600 µs not timed apart (8% of the call)." in said
     above_b = text.round_trips_what_to_see(trips, ours, small, ms(85, 85, 85), ALONE, new_parts,
                                            ms(137, 137, 137), call, 128 * MiB, 8 * MiB)
@@ -93,3 +95,38 @@ def test_a_first_call_under_floor_b_and_a_whole_under_its_parts_are_said_plainly
     under = text.round_trips_what_to_see(trips, ours, small, ms(60, 60, 60), ALONE, new_parts,
                                          ms(137, 137, 137), call, 128 * MiB, 8 * MiB)
     assert "; the call came 12 ms under them, more than their spread." in under
+
+
+REFERENCE = {MiB: 18.8, 10 * MiB: 5.53, 100 * MiB: 1.27, 1000 * MiB: 0.956}  # ours, warm, over floor (a)
+
+
+def test_the_warm_echo_takeaway_names_both_sizes_and_the_reference_sizes_far_from_one_copy():
+    ours = RoundTrips(0.08, ms(8, 8, 8), ms(0.4, 0.4, 0.4), ms(7, 7, 7))
+    small = RoundTrips(0.01, ms(1, 1, 1), ms(0.3, 0.3, 0.3), ms(0.4, 0.4, 0.4))
+    call = parts(ms(102, 103, 104), ms(101, 102, 103))  # floor (a): 7 ms
+    said = text.warm_echo_takeaway(ours, small, call, 128 * MiB, 8 * MiB, REFERENCE)
+    assert said.startswith("- Warm segments cut an echo of 128 MiB to 1.1× floor (a); of 8 MiB, to 2.5× its "
+                           "floor (a), its message (300 µs) 30% of it; smaller arrays pay more floors "
+                           "(reference run, section 7: 18.8× at 1 MiB, 5.53× at 10 MiB).")
+    assert said.endswith("pays for a new segment every call (section 2).")
+    mostly_message = RoundTrips(0.01, ms(1, 1, 1), ms(0.6, 0.6, 0.6), ms(0.1, 0.1, 0.1))
+    assert "to 10× its floor (a), its message (600 µs) most of it; smaller" in text.warm_echo_takeaway(
+        ours, mostly_message, call, 128 * MiB, 8 * MiB, REFERENCE)
+    as_cheap = RoundTrips(0.01, ms(0.4, 0.4, 0.4), ms(0.3, 0.3, 0.3), ms(0.4, 0.4, 0.4))
+    flat = text.warm_echo_takeaway(ours, as_cheap, call, 128 * MiB, 8 * MiB, {})
+    assert "to 1× its floor (a), its message (300 µs) most of it; no more floors than at 128 MiB" in flat
+    assert "reference run" not in text.warm_echo_takeaway(ours, small, call, 128 * MiB, 8 * MiB, {})
+
+
+def test_the_room_line_says_which_of_dev_shm_and_memory_runs_out_first_and_what_is_checked():
+    over = text.room_for_a_segment(24 * 1024 * MiB, 22 * 1024 * MiB)
+    assert over.startswith("/dev/shm had 24 GiB free, more than the 22 GiB of memory available: an array "
+                           "between the two fits /dev/shm, not RAM. /dev/shm is a tmpfs")
+    assert "its pages are memory (RAM, or swap)" in over and "swap not counted" in over
+    assert "against the memory available" in over and "when either is short" in over
+    within = text.room_for_a_segment(64 * MiB, 2048 * MiB)
+    assert "64 MiB free, within the 2 GiB of memory available: /dev/shm fills first." in within
+    untold = text.room_for_a_segment(64 * MiB, sys.maxsize)
+    assert "does not say how much memory is available" in untold and "free space alone" in untold
+    assert "against the memory available" not in untold
+    assert text.room_for_a_segment(None, sys.maxsize) == "this machine has no /dev/shm"
