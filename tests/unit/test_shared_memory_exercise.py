@@ -199,5 +199,5 @@ def test_figures_in_prose_keep_two_significant_digits(value, text):
 def test_tracing_a_new_segment_too_divides_the_objects_tracing_factor():
     text = shared_memory_tables.post_versions(fan_outs_of(0.004, 0.008, 0.001, 0.024, shared_traced=0.0015),
                                               N_WORKERS)
-    assert "| tracemalloc on / off: objects' 3× ÷ a new segment's 1.5× | 2× |" in text, text
+    assert "| tracemalloc on / off: objects' 3.00× ÷ a new segment's 1.50× | 2× |" in text, text
     assert "**160×**, more than the post's 100×" in text, text
