@@ -73,19 +73,24 @@ def _compared(here: float, there: float) -> str:
 
 
 def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], cpus: int,
-                           proxy_one_at_a_time: float) -> str:
+                           proxy_one_at_a_time: float, pipelining_said: bool = False) -> str:
     """A sentence, chosen by the measured per-task seconds here and in the post, saying which of the
     two costs moved the proxy's factor: sending the list (pickling speed) or a proxy read (a round
     trip). A proxy dearer here is blamed on the five workers waiting for a CPU only if it cost
     more pipelined than ``proxy_one_at_a_time`` (seconds per task, one task at a time on this
-    machine); when the two agree, the round trip itself is this machine's."""
+    machine); when the two agree, the round trip itself is this machine's. ``pipelining_said``: the
+    sentence before already set the pipelined times beside one task at a time
+    (``against_one_at_a_time``), so a proxy dearer pipelined is not explained again."""
     words = {way: _compared(at_post[way], posted[way]) for way in ("every task", "proxy")}
     reasons = []
     if words["every task"] != "about as much":
         reasons.append("sending the list is pickling speed (Python and CPU: the post names neither)")
     if words["proxy"] != "about as much":
         reason = "a proxy read is a round trip to the manager"
-        if words["proxy"] == "more":
+        waited = _compared(at_post["proxy"], proxy_one_at_a_time) == "more" and cpus < POST_WORKERS
+        if words["proxy"] == "more" and pipelining_said and waited:
+            reason = ""  # the sentence before said it: the five workers wait for a CPU
+        elif words["proxy"] == "more":
             alone = _compared(at_post["proxy"], proxy_one_at_a_time)
             seconds = approx_seconds(proxy_one_at_a_time)
             if alone == "about as much":
@@ -96,13 +101,14 @@ def why_the_factor_differs(at_post: dict[str, float], posted: dict[str, float], 
                            f"{cpus} (one task at a time: {seconds})")
             else:
                 reason += f" (one task at a time: {seconds}): this machine's round trip"
-        reasons.append(reason)
+        if reason:
+            reasons.append(reason)
     sentence = (f"Sending the list cost {words['every task']} per task here as in the post, "
                 f"and a proxy read {words['proxy']}")
     sentence = sentence.replace("less per task here as", "less per task here than").replace(
         "more per task here as", "more per task here than")
     if not reasons:
-        return sentence + ": the two machines agree."
+        return sentence + (": the two machines agree." if set(words.values()) == {"about as much"} else ".")
     return sentence + "." + "".join(f" {reason[0].upper()}{reason[1:]}." for reason in reasons)
 
 

@@ -66,3 +66,14 @@ def test_pipelined_against_one_at_a_time_names_each_change_and_labels_its_reason
     assert keras_post.against_one_at_a_time(alone, alone, 2) == ""
     proxy_as_alone = keras_post.against_one_at_a_time({"every task": 0.050, "proxy": 0.0009}, alone, 2)
     assert proxy_as_alone.endswith("the proxy gains nothing as 5 workers wait for 2 CPUs.")
+
+
+def test_a_proxy_dearer_pipelined_is_not_explained_twice_when_the_sentence_before_said_it():
+    posted = {"every task": 0.387, "proxy": 0.00111}
+    at_post = {"every task": 0.049, "proxy": 0.0018}
+    said = keras_post.why_the_factor_differs(at_post, posted, 2, 0.00095, pipelining_said=True)
+    assert "waits for a CPU" not in said and "a proxy read more." in said
+    assert "waits for a CPU" in keras_post.why_the_factor_differs(at_post, posted, 2, 0.00095)
+    only_proxy = keras_post.why_the_factor_differs({"every task": 0.387, "proxy": 0.0018}, posted, 2, 0.00095,
+                                                   pipelining_said=True)
+    assert only_proxy.endswith("and a proxy read more.") and "agree" not in only_proxy
