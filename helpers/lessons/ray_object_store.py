@@ -20,7 +20,7 @@ import numpy as np
 
 from helpers.lessons import memmap
 from helpers.measure.memory import MemoryReport, track_memory
-from helpers.measure.proctree import pss_by_kind
+from helpers.measure.proctree import pss_by_kind, tree_pss_by_kind
 from helpers.measure.ray_processes import copies_on, node_memory, node_pss_by_kind, store_bytes_used
 from helpers.measure.timing import Timing, time_it
 
@@ -365,13 +365,24 @@ def growth_by_kind_markdown(growth: dict[str, float], store_kind: str, array_byt
 
 def put_and_get_per_node(nodes, n_bytes: int, repeat: int = 3) -> dict[int, dict]:
     """In a task on each node: median seconds of ``ray.put`` and ``ray.get`` into that node's own
-    store, with the folder the store lives in (/dev/shm, or a file on disk)."""
+    store, with the folder the store lives in (/dev/shm, or a file on disk). Each timed put is
+    also sorted by the store pages it wrote first (its node's PSS of the store's kind of page grew
+    by half an array or more: fresh pages; less: pages already written): ``written_put_seconds``
+    and ``fresh_put_seconds``, their medians (None where no put was of that kind, or the kernel
+    does not split PSS), and ``fresh_bytes``, each timed put's growth (bytes)."""
     import ray
 
     rows = {}
     for node in nodes.nodes:
-        facts = ray.get(on(time_put_and_get, node).remote(n_bytes, repeat))
-        rows[node.index] = {**facts, "store_directory": node.store_directory}
+        facts = ray.get(on(time_put_and_get, node).remote(
+            n_bytes, repeat, node.raylet_pid, store_page_kind(node.store_directory)))
+        sorted_puts = {"written": [], "fresh": []}
+        for seconds, grew in zip(facts["puts"], facts["fresh_bytes"], strict=True):
+            if grew is not None:
+                sorted_puts["fresh" if grew >= n_bytes / 2 else "written"].append(seconds)
+        rows[node.index] = {**facts, "store_directory": node.store_directory,
+                            **{f"{kind}_put_seconds": statistics.median(puts) if puts else None
+                               for kind, puts in sorted_puts.items()}}
     return rows
 
 
@@ -450,24 +461,35 @@ def zero_small_values_in_a_copy(array: np.ndarray, threshold: float) -> int:
     return zero_small_values_in_place(own, threshold)
 
 
-def time_put_and_get(n_bytes: int, repeat: int = 3) -> dict:
+def time_put_and_get(n_bytes: int, repeat: int = 3, raylet_pid: int | None = None,
+                     store_kind: str | None = None) -> dict:
     """In this worker: median seconds of ``ray.put`` of a random float64 array of ``n_bytes``
-    into this node's store, and of ``ray.get`` of it back, with where the store's file lives."""
+    into this node's store, and of ``ray.get`` of it back, with where the store's file lives;
+    ``puts``, each timed put's seconds, and ``fresh_bytes``, how much the PSS of ``store_kind``
+    pages of the node's raylet and its processes grew over each (None without ``raylet_pid``, or
+    where the kernel does not split PSS)."""
     import ray
 
+    def store_pages() -> int | None:
+        kinds = tree_pss_by_kind(raylet_pid) if raylet_pid is not None and store_kind else None
+        return kinds.get(store_kind) if kinds else None
+
     array = np.random.default_rng(7).random(max(1, n_bytes // 8))
-    puts, gets, mappings = [], [], set()
+    puts, gets, grew, mappings = [], [], [], set()
     for _ in range(repeat + 1):  # the first round is a warm-up
+        pages_before = store_pages()
         start = time.perf_counter()
         ref = ray.put(array)
         put_done = time.perf_counter()
+        pages_after = store_pages()
         view = ray.get(ref)
         gets.append(time.perf_counter() - put_done)
         puts.append(put_done - start)
+        grew.append(None if pages_before is None or pages_after is None else pages_after - pages_before)
         mappings.add(mapping_of(view.ctypes.data))
         del view, ref
     return {"put_seconds": statistics.median(puts[1:]), "get_seconds": statistics.median(gets[1:]),
-            "mappings": sorted(mappings), "pid": os.getpid()}
+            "puts": puts[1:], "fresh_bytes": grew[1:], "mappings": sorted(mappings), "pid": os.getpid()}
 
 
 def hello(_: int = 0) -> int:
