@@ -29,7 +29,6 @@ BLOG_ZERO_COPY = ("fork_cow", "sharedctypes", "shared_memory", "ray_object_store
 BLOG_OTHERS = (*BLOG_ZERO_COPY, "memmap_disk", "memmap_tmpfs")
 MUCH_SLOWER = 2.0  # "pickle >> others": at least this many times the slowest of the others
 CLOSE_TOGETHER = 2.0  # "close together": the slowest of the group within this factor of the fastest
-SAME_WITHIN = 1.1  # two medians closer than this factor are "about the same"
 # The blog's own fan-out timings (milliseconds, from its results chart: a ~1.5 GB array, 4 cores, in
 # Docker, where /tmp is not tmpfs; each process was given its slice of the array, where the course
 # gives every task the whole array), by the course's name for the same way.
@@ -49,7 +48,7 @@ def _at_least(ratio: float) -> str:
 
 
 def _factor(ratio: float) -> str:
-    """A ratio for prose and tables: two decimals under 2 (1.09 must not read as the 1.1 a claim
+    """A ratio for prose and tables: two decimals under 2 (1.96 must not read as the 2 a claim
     asks for), else two significant digits ('3.5', '27'); append the '×' yourself."""
     return f"{ratio:.2f}" if ratio < 2 else format_ratio(ratio)
 # The strategies the lesson's live run leaves to the reference results and the panel, and why (what
@@ -90,6 +89,7 @@ class Claim:
     factor: float | None = None  # the ratio the verdict rests on
     not_comparable: bool = False  # the two sides were not measured alike: ``detail`` says why
     caveat: str = ""  # why a verdict that holds holds despite an unlike measurement
+    ties: bool = False  # a "slower" claim read by section 3's rule: under NOISE_FACTOR apart, a tie
 
     @property
     def verdict(self) -> str:
@@ -285,7 +285,8 @@ def blog_claims(results: Sequence) -> list[Claim]:
             and order.index("ray_by_value") > order.index(RAY_MEASURED)):
         last = claims[-1]
         # by value's head start (pages already faulted in) can only have sped it up: slower still holds
-        claims[-1] = (Claim(last.claim, True, last.detail, last.factor, caveat=RAY_SECOND_HELD) if last.holds
+        claims[-1] = (Claim(last.claim, True, last.detail, last.factor, caveat=RAY_SECOND_HELD, ties=True)
+                      if last.holds
                       else Claim(last.claim, None, RAY_SECOND, last.factor, not_comparable=True))
     return claims
 
@@ -349,25 +350,29 @@ def _zero_copy_close(medians: dict) -> Claim:
 
 
 def _disk_slower_than_tmpfs(medians: dict) -> Claim:
-    text = f"memmap on disk slower (≥ {SAME_WITHIN:g}×) than on tmpfs"
+    """Holds at ``NOISE_FACTOR`` or more; under it either way, a tie (``_is_tie``): the label prints no
+    threshold of its own that the verdict would then overrule (cold read 11, F2)."""
+    text = "memmap on disk slower than on tmpfs"
     if "memmap_disk" not in medians or "memmap_tmpfs" not in medians:
-        return Claim(text, None, "one of the two memmaps did not run")
+        return Claim(text, None, "one of the two memmaps did not run", ties=True)
     factor = medians["memmap_disk"] / medians["memmap_tmpfs"]
-    if factor >= SAME_WITHIN:
+    if factor >= NOISE_FACTOR:
         how = f"disk took {factor:.2f}× tmpfs's time"
-    elif factor <= 1 / SAME_WITHIN:
+    elif factor <= 1 / NOISE_FACTOR:
         how = f"disk was faster: {factor:.2f}× tmpfs's time (the file sat in the page cache)"
     else:
-        how = f"about the same: disk took {factor:.2f}× tmpfs's time"
-    return Claim(text, factor >= SAME_WITHIN, how, factor)
+        how = f"a tie: disk took {factor:.2f}× tmpfs's time"
+    return Claim(text, factor >= NOISE_FACTOR, how, factor, ties=True)
 
 
 def _ray_by_value_slower(medians: dict) -> Claim:
-    text = f"Ray by value slower (≥ {SAME_WITHIN:g}×) than ray.put once"
+    """Holds at ``NOISE_FACTOR`` or more; under it either way, a tie (``_is_tie``)."""
+    text = "Ray by value slower than ray.put once"
     if "ray_by_value" not in medians or "ray_object_store" not in medians:
-        return Claim(text, None, "one of the two Ray strategies did not run")
+        return Claim(text, None, "one of the two Ray strategies did not run", ties=True)
     factor = medians["ray_by_value"] / medians["ray_object_store"]
-    return Claim(text, factor >= SAME_WITHIN, f"by value took {factor:.2f}× the object store's time", factor)
+    return Claim(text, factor >= NOISE_FACTOR, f"by value took {factor:.2f}× the object store's time", factor,
+                 ties=True)
 
 
 def format_claims(claims: Sequence[Claim]) -> str:
@@ -430,9 +435,9 @@ def noisy_verdicts(columns: Sequence[ClaimColumn]) -> list[list[bool]]:
 
 
 def _is_tie(claim: Claim) -> bool:
-    """A "slower (>= 1.1x)" claim whose ratio is under ``NOISE_FACTOR`` either way from 1: a tie, in
-    every column alike (section 3's rule: ways under twice apart are not ranked)."""
-    return (f"(≥ {SAME_WITHIN:g}×)" in claim.claim and claim.factor is not None and not claim.not_comparable
+    """A "slower" claim (``Claim.ties``) whose ratio is under ``NOISE_FACTOR`` either way from 1: a tie,
+    in every column alike (section 3's rule: ways under twice apart are not ranked)."""
+    return (claim.ties and claim.factor is not None and not claim.not_comparable
             and 1 / NOISE_FACTOR < claim.factor < NOISE_FACTOR)
 
 
@@ -453,9 +458,9 @@ def _cell(claim: Claim, noisy: bool = False) -> str:
 
 
 def claims_markdown(columns: Sequence[ClaimColumn]) -> str:
-    """A Markdown table, one row per claim (what the blog found, with the threshold the check uses):
-    the verdict and its ratio on the blog's own timings, then in each column; a verdict of a
-    column that is ``within_noise`` says so in place of its verdict."""
+    """A Markdown table, one row per claim (what the blog found; a threshold only where the verdict
+    uses it, the "slower" claims reading section 3's rule, ``_is_tie``): the verdict and its ratio on
+    the blog's own timings, then in each column."""
     blog = claims_from_medians(BLOG_MS)  # the blog's own timings, checked by the same code
     header = f"| the blog's claim | {BLOG_LABEL} | " + " | ".join(c.label for c in columns) + " |"
     lines = [header, "|" + "---|" * (len(columns) + 2)]
@@ -465,8 +470,7 @@ def claims_markdown(columns: Sequence[ClaimColumn]) -> str:
                                                                                           strict=True))
         lines.append(f"| {claim.claim} | {_cell(blog[index])} | {cells} |")
     if any(_is_tie(column.claims[index]) for column in columns for index in range(len(column.claims))):
-        lines.append(f"\n*Tie*: under {NOISE_FACTOR:g}× apart either way: not ranked (section 3), "
-                     "whatever the claim's threshold.")
+        lines.append(f"\n*Tie*: under {NOISE_FACTOR:g}× apart either way: not ranked (section 3).")
     return "\n".join(lines)
 
 
@@ -645,32 +649,45 @@ def _fan_out_ratio(results: Sequence, floors: tuple[Timing, Timing], name: str) 
 
 def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Sequence[ClaimColumn]) -> str:
     """Lesson 11's decision guide read by need, one Markdown bullet per need, its figures from this
-    run: SharedMemory's fan-out beside sharedctypes' (why the guide still picks SharedMemory) and the
-    file line (``file_advice_markdown``). A comparison whose way did not run is left out. No memory
-    figure of the exercise's ways: the guide is shown open, answered or not."""
+    run: SharedMemory's fan-out beside sharedctypes' (why the guide still picks SharedMemory), ranked by
+    section 3's rule here and at each of the reference's sizes (``_ranked_by_size``), and the file
+    line (``file_advice_markdown``). A comparison whose way did not run is left out. No memory figure
+    of the exercise's ways: the guide is shown open, answered or not."""
     shm, ctypes = (_fan_out_ratio(results, floors, name) for name in ("shared_memory", "sharedctypes"))
     read_only = ("- **Read-only, one Linux machine:** fork (04; `mp.get_context(\"fork\")`) if the "
                  "parent runs no threads when it forks, else a "
                  "`SharedMemory` segment (07): any start method, attach by name at any time; "
                  "`sharedctypes` (05)")
-    if shm is not None and ctypes is not None:
-        within = NOISE_FACTOR  # re-executions rank nothing closer (section 5)
-        refs = [c for c in columns[1:] if "sharedctypes" in c.medians and "shared_memory" in c.medians]
-        # faster here and in the reference at every size: a cost, not noise (section 5's rule)
-        everywhere = ctypes < shm and bool(refs) and all(
-            c.medians["sharedctypes"] < c.medians["shared_memory"] for c in refs)
-        how = ("was faster" if ctypes * within < shm else "was slower" if ctypes > shm * within
-               else "was within noise of it")
-        joined = "and" if how == "was slower" else "but"
-        figures = f"{ctypes:.3g}× against {shm:.3g}× floor (a)"
-        if everywhere and how != "was faster":  # too close to rank here: the reference's ratios
-            ratios = ", ".join(f"{c.medians['shared_memory'] / c.medians['sharedctypes']:.2g}×" for c in refs)
-            read_only += (f" was within {within:g}× of it here ({figures}; the reference: {ratios} faster"
-                          f"{_first(refs)}); but `sharedctypes`")
-        else:
-            read_only += f" {how} here ({figures})"
-            read_only += " and in the reference at every size, but it" if everywhere else f" {joined}"
-    read_only += " reaches workers only when they start."
+    if shm is None or ctypes is None:
+        return _guide(read_only + " reaches workers only when they start.", results, columns)
+    # section 3's rule here and at each of the reference's sizes: ranked only NOISE_FACTOR apart or more
+    how = ("faster" if ctypes * NOISE_FACTOR <= shm else "slower" if ctypes >= shm * NOISE_FACTOR
+           else f"within {NOISE_FACTOR:g}× of it")
+    read_only += f" was {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a))"
+    refs = [c for c in columns[1:] if "sharedctypes" in c.medians and "shared_memory" in c.medians]
+    if refs:
+        read_only += f" and, in the reference, {_ranked_by_size(refs, 'sharedctypes', 'shared_memory')}"
+    subject = "it" if how == "faster" or not refs else "`sharedctypes`"
+    return _guide(read_only + f"; {'and' if how == 'slower' else 'but'} {subject} reaches workers only when "
+                  "they start.", results, columns)
+
+
+def _ranked_by_size(columns: Sequence[ClaimColumn], name: str, other: str) -> str:
+    """'at least 2× faster at 16 MiB and 1 GiB, within 2× at 128 MiB': ``name``'s fan-out against
+    ``other``'s in each column, by section 3's rule (ranked only ``NOISE_FACTOR`` apart or more)."""
+    groups: dict[str, list[str]] = {}
+    for column in columns:
+        ratio = column.medians[other] / column.medians[name]
+        verdict = (f"at least {NOISE_FACTOR:g}× faster" if ratio >= NOISE_FACTOR
+                   else f"at least {NOISE_FACTOR:g}× slower" if ratio <= 1 / NOISE_FACTOR
+                   else f"within {NOISE_FACTOR:g}×")
+        groups.setdefault(verdict, []).append(format_bytes(column.size_bytes))
+    if len(groups) == 1 and len(columns) > 1:
+        return f"{next(iter(groups))} at every size"
+    return ", ".join(f"{verdict} at {' and '.join(sizes)}" for verdict, sizes in groups.items())
+
+
+def _guide(read_only: str, results: Sequence, columns: Sequence[ClaimColumn]) -> str:
     executor = ("- **Existing pool code:** the shared-memory executor (08) or a pickler reduction (09). The "
                 "executor copies each array per submit: put an array many tasks "
                 "read in a `SharedNDArray` first (08).")
@@ -1189,13 +1206,14 @@ def _table(ratio: float) -> str:
 COPY_PER_TASK_SHARED = ("executor", "ray_by_value")
 
 
-def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing]) -> str:
+def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing], references: Sequence = ()) -> str:
     """Lesson 11's takeaways on time, as this run measured them (section 3): the fan-outs of the ways
-    that pickle the array through a pipe per task, those that map one shared copy and those that copy
+    that pickle the array through a pipe per task, those that map one shared copy (and ``ray.put``
+    once where it falls outside their range, with why: ``_put_once_outside``) and those that copy
     it per task into shared memory, × floor (a), as ranges (no ranking claimed); the round trips pickled back
     against those written in place, × floor (b), as bounds (one far-off run moves no bound). Each line
     only where its ways ran and its gap is ``NOISE_FACTOR`` or more; no memory figure (the exercise's
-    answer)."""
+    answer). ``references``: ``showdown_reference.load_every_size``'s, for ``_put_once_outside``."""
     warm, fresh = floors[0].median, floors[1].median
     done = ran(results)
     fan = {name: r.fan_out.median / warm for name, r in done.items() if r.fan_out is not None}
@@ -1206,7 +1224,8 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing]) -> str:
     if piped and mapped and min(fan[n] for n in piped) >= NOISE_FACTOR * max(fan[n] for n in mapped):
         text = (f"- Pickling per task is dear: per fan-out, {' and '.join(f'`{n}`' for n in piped)} took "
                 f"{_range([fan[n] for n in piped], _table)} floor (a); one shared copy, mapped, "
-                f"{_range([fan[n] for n in mapped], _table)}.")
+                f"{_range([fan[n] for n in mapped], _table)}"
+                f"{_put_once_outside(results, floors, references)}.")
         shared = [name for name in COPY_PER_TASK_SHARED if name in fan]
         if shared:  # a copy per task, but into shared memory: no pickle, no pipe
             text = (text[:-1] + "; a copy per task into shared memory (" + ", ".join(f"`{n}`" for n in shared)
@@ -1237,6 +1256,35 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing]) -> str:
                      f"made beforehand (untimed), at most {format_ratio(max(trip[n] for n in in_place))}× "
                      "(section 3).")
     return "\n".join(lines)
+
+
+def _put_once_outside(results: Sequence, floors: tuple[Timing, Timing], references: Sequence) -> str:
+    """' (`ray_object_store`, put once, 17.6×: a fixed cost per task, falling with size in the reference;
+    far off the reference, section 6)' when ``RAY_MEASURED`` (one copy, read in place, as the mapped
+    ways) ran outside their fan-out range here (as the takeaway prints it): the fixed cost where slower
+    and its ratio to the fastest zero-copy way falls size by size in the reference (``_falls``, as
+    section 5 reads it), far off where section 6 flags its fan-out; "" otherwise."""
+    from helpers.bench.showdown_reference import far_off_rows
+
+    warm = floors[0].median
+    done = ran(results)
+    fan = {name: r.fan_out.median / warm for name, r in done.items() if r.fan_out is not None}
+    mapped = [float(_table(fan[n])) for n in RESULT_WRITTEN_IN_PLACE if n in fan]
+    if RAY_MEASURED not in fan or not mapped:
+        return ""
+    put = float(_table(fan[RAY_MEASURED]))  # as the takeaway prints it
+    if min(mapped) <= put <= max(mapped):
+        return ""
+    why = []
+    there = [c for c in claims_by_size(results, references)[1:]
+             if RAY_MEASURED in c.medians and _slowest_of_zero_copy(c)]
+    if put > max(mapped) and _falls(there, RAY_MEASURED):
+        why.append("a fixed cost per task, falling with size in the reference")
+    reference = next((r for r in references if r.size_bytes == results[0].array_bytes), None)
+    if f"`{RAY_MEASURED}`'s fan-out" in far_off_rows(results, warm, reference):
+        why.append("far off the reference, section 6")
+    said = f": {'; '.join(why)}" if why else ""
+    return f" (`{RAY_MEASURED}`, put once, {_table(fan[RAY_MEASURED])}×{said})"
 
 
 # Ways whose workers get the array as their pool starts: the fan-out does not time that start-up.

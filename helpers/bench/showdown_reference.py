@@ -228,6 +228,17 @@ def far_off(results: Sequence, warm: float, reference: Reference) -> tuple[str, 
     return None if ratios[high] < FAR_OFF * median else (high, ratios[high], ratios[high] / median)
 
 
+def far_off_rows(results: Sequence, warm: float, reference: Reference | str | None) -> list[str]:
+    """Every row (as ``_ratios_here_over_there`` names it) whose ratio here over there is ``FAR_OFF``
+    or more above the rows' median, furthest first; [] without a row in both."""
+    ratios = _ratios_here_over_there(results, warm, reference) if isinstance(reference, Reference) else {}
+    if not ratios:
+        return []
+    median = statistics.median(ratios.values())
+    return sorted((name for name in ratios if ratios[name] >= FAR_OFF * median), key=ratios.__getitem__,
+                  reverse=True)
+
+
 def _far_off(results: Sequence, warm: float, reference: Reference) -> str:
     """'. `joblib`'s round trip ran 6.8× the reference's ratio, 2.6 times the median: rerun before you
     trust it' for ``far_off``'s row; "" when there is none."""
@@ -236,8 +247,7 @@ def _far_off(results: Sequence, warm: float, reference: Reference) -> str:
         return ""
     ratios = _ratios_here_over_there(results, warm, reference)
     median = statistics.median(ratios.values())
-    rows = sorted((name for name in ratios if ratios[name] >= FAR_OFF * median), key=ratios.__getitem__,
-                  reverse=True)  # every row this far off, not only the furthest (cold read 11b)
+    rows = far_off_rows(results, warm, reference)  # every row this far off, not only the furthest (11b)
     if len(rows) == 1:
         return (f". {row[0]} ran {format_ratio(row[1])}× the reference's ratio, {format_ratio(row[2])} "
                 "times the median: rerun before you trust it")
