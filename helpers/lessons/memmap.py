@@ -31,7 +31,7 @@ from helpers.lessons import workers
 from helpers.lessons.demos import hold, join_or_kill, wait_until_ready
 from helpers.measure.leftovers import SHM_DIR, TEMP_PREFIX
 from helpers.measure.proctree import descendant_pids
-from helpers.measure.timing import Timing, time_it
+from helpers.measure.timing import Timing, rotated, time_it
 from helpers.measure.units import format_bytes
 
 OWNER_ONLY = stat.S_IRUSR | stat.S_IWUSR  # 0o600: no other user can read or write the file
@@ -351,6 +351,25 @@ def wait_for_every_worker(pool, n_workers: int, seconds: float = 0.05, timeout: 
     while len(set(pool.map(pid_after, [seconds] * n_workers, chunksize=1))) < n_workers:
         if time.monotonic() > deadline:
             raise TimeoutError(f"fewer than {n_workers} workers answered within {timeout} s")
+
+
+def time_pool_starts(context, n_workers: int, ways: Mapping[str, Mapping[str, MemmapSpec] | None],
+                     repeat: int = 5) -> dict[str, Timing]:
+    """Seconds from creating a pool of ``n_workers`` to every worker having run a first task (so each has
+    run its initializer), for each of ``ways``: None starts the pool with no initializer, specs with
+    ``keep_mappings`` of them. The ways start in turns (``rotated``); each pool is closed and joined
+    untimed. Returns each way's Timing, by the keys of ``ways``."""
+    runs: dict[str, list[float]] = {name: [] for name in ways}
+    for round_number in range(repeat):
+        for name, specs in rotated(list(ways.items()), round_number):
+            options = {} if specs is None else {"initializer": keep_mappings, "initargs": (specs,)}
+            start = time.perf_counter()
+            with context.Pool(n_workers, **options) as pool:
+                wait_for_every_worker(pool, n_workers, seconds=0.002)
+                runs[name].append(time.perf_counter() - start)
+                pool.close()
+                pool.join()
+    return {name: Timing(tuple(seconds)) for name, seconds in runs.items()}
 
 
 def sum_kept_slice(name: str, start: int, stop: int) -> float:

@@ -75,12 +75,69 @@ def describe_timing(timing: Timing) -> str:
             f"{format_seconds(q3)}, fastest {format_seconds(timing.min)}, {len(timing.runs)} runs)")
 
 
-def describe_split_read(split: Mapping[str, Timing], kept: Mapping[str, Timing] | None = None) -> str:
+def describe_split_read(split: Mapping[str, Timing], kept: Mapping[str, Timing] | None = None,
+                        whole: Mapping[str, Timing] | None = None) -> str:
     """Each filesystem's split-read timing (workers each summing a part of the file): median, IQR,
-    fastest, runs; ``kept``: the same through mappings each worker made once (``memmap.keep_mappings``)."""
+    fastest, runs; ``kept``: the same through mappings each worker made once (``memmap.keep_mappings``);
+    ``whole``: one worker of the split's pool summing the whole file, mapping it anew."""
     ways = {"each task maps": split, **({"mapped once": kept} if kept else {})}
-    return "\n".join(f"split read, {kind:>5}, {how:<14}: {describe_timing(timing)}"
-                     for how, timings in ways.items() for kind, timing in timings.items())
+    lines = [f"split read, {kind:>5}, {how:<14}: {describe_timing(timing)}"
+             for how, timings in ways.items() for kind, timing in timings.items()]
+    lines += [f"one worker, {kind:>5}, the whole file: {describe_timing(timing)}"
+              for kind, timing in (whole or {}).items()]
+    return "\n".join(lines)
+
+
+NO_INITIALIZER = "no initializer"  # the key of memmap.time_pool_starts's baseline way
+
+
+def describe_pool_starts(starts: Mapping[str, Timing]) -> str:
+    """Each way's pool start (``memmap.time_pool_starts``: from a new pool to every worker having run a
+    task), with no initializer or mapping one filesystem's file once per worker."""
+    return "\n".join(f"pool start, {way if way == NO_INITIALIZER else 'mapping ' + way + ' once'}: "
+                     f"{describe_timing(timing)}" for way, timing in starts.items())
+
+
+def start_up_costs(starts: Mapping[str, Timing]) -> dict[str, float]:
+    """What each way's initializer added to the pool's start (``memmap.time_pool_starts``): its median
+    start less the median start with no initializer, seconds (below 0: noise)."""
+    baseline = starts[NO_INITIALIZER].median
+    return {kind: timing.median - baseline for kind, timing in starts.items() if kind != NO_INITIALIZER}
+
+
+def calls_to_repay(split: Mapping[str, Timing], kept: Mapping[str, Timing],
+                   starts: Mapping[str, Timing]) -> dict[str, int]:
+    """For each filesystem whose mapped-once calls took at most 0.8× the calls mapping per task
+    (medians), and whose mapping lengthened the pool's start: the calls whose saving (difference of
+    medians) repays that start-up cost, at least 1."""
+    costs = start_up_costs(starts)
+    return {kind: max(1, round(costs[kind] / (split[kind].median - kept[kind].median))) for kind in kept
+            if kept[kind].median <= 0.8 * split[kind].median and costs.get(kind, 0.0) > 0}
+
+
+def describe_mapping_once(split: Mapping[str, Timing], kept: Mapping[str, Timing],
+                          starts: Mapping[str, Timing]) -> str:
+    """Markdown: the mapped-once calls' medians, what the mapping added to the pool's start (medians of
+    ``memmap.time_pool_starts``), after how many calls it was repaid (``calls_to_repay``), and where
+    the mapped-once calls took over 0.8× the calls mapping per task (no clear gain)."""
+    kinds = list(kept)
+    costs, repaid = start_up_costs(starts), calls_to_repay(split, kept, starts)
+    added = [f"{format_seconds(costs[kind])} on {kind}" if costs[kind] > 0
+             else f"nothing measurable on {kind}" for kind in kinds]
+    text = ("Workers that had mapped it once took "
+            + " and ".join(f"{format_seconds(kept[kind].median)} on {kind}" for kind in kinds)
+            + f". Mapping at start-up added {' and '.join(added)} to the pool's start (medians of "
+            f"{len(starts[NO_INITIALIZER].runs)} starts each)")
+    if repaid:
+        text += (", repaid after about " + " and ".join(
+            (f"{calls} call{'s' if calls > 1 else ''} on {kind}" if i == 0 else f"{calls} on {kind}")
+            for i, (kind, calls) in enumerate(repaid.items())))
+    missed = [kind for kind in kinds if kept[kind].median > 0.8 * split[kind].median]
+    if len(missed) == len(kinds):
+        text += ". Here no clear gain over mapping per task"
+    elif missed:
+        text += f"; no clear gain per call on {' and '.join(missed)}"
+    return text + "."
 
 
 FAULT_AROUND_BYTES = 16 * 4096  # the most a read fault maps of 4 KiB pages (fault_around_bytes's default)
@@ -317,24 +374,31 @@ def median_less_waits(runs: Iterable[float], retry_waits: Iterable[float]) -> fl
 
 def describe_joblib_headline(times: Mapping[str, Timing], retry_waits: Iterable[float], tasks: int,
                              growth: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
-    """Markdown: auto-memmap's median less its runs' waits to delete the call's folder (``retry_waits``,
-    per run; when any waited, also how many and the median with them) against pickling and our own
-    memmap at the median, and the tree's PSS growth of each way, in arrays (``growth``:
-    ``format_growth_table``'s columns 'pickled - idle' and 'auto-memmap - idle')."""
+    """Markdown: the medians of auto-memmap, pickling and our own memmap, with their ratios; when some
+    auto-memmapped runs waited to delete the call's folder (``retry_waits``, per run), how many and how
+    long, then the median and ratios less those waits; the tree's PSS growth of each way, in arrays
+    (``growth``: ``format_growth_table``'s columns 'pickled - idle' and 'auto-memmap - idle')."""
     waits = list(retry_waits)
     waited = [wait for wait in waits if wait > 0]
-    auto, pickled = median_less_waits(times["auto-memmap"].runs, waits), times["pickled"].median
-    text = f"At the median, calls of {tasks} tasks took **{format_seconds(auto)}** auto-memmapped"
+    pickled, mine = times["pickled"].median, times.get("our memmap")
+
+    def ratios(auto: float) -> str:
+        text = f"pickled {format_ratio(pickled / auto)}× as long"
+        return text + (f", our memmap {format_ratio(mine.median / auto)}×" if mine else "")
+
+    auto = times["auto-memmap"].median
+    text = (f"At the median, calls of {tasks} tasks took **{format_seconds(auto)}** auto-memmapped and "
+            f"**{format_seconds(pickled)}** pickled ({format_ratio(pickled / auto)}× as long)")
+    if mine:
+        text += (f"; our own memmap skipped the dump: **{format_seconds(mine.median)}** "
+                 f"({format_ratio(mine.median / auto)}× auto-memmap's)")
     if waited:
-        up_to = "up to " if len(waited) > 1 else ""
-        text += (f" without the cleanup wait (**{format_seconds(times['auto-memmap'].median)}** with it: "
-                 f"{len(waited)} of {len(waits)} calls waited {up_to}{format_seconds(max(waited))} "
-                 "to delete their folder, below)")
-    text += f" and **{format_seconds(pickled)}** pickled ({format_ratio(pickled / auto)}× as long)"
-    if "our memmap" in times:
-        mine = times["our memmap"].median
-        text += (f"; our own memmap skipped the dump: **{format_seconds(mine)}** "
-                 f"({format_ratio(mine / auto)}× auto-memmap's)")
+        each = (format_seconds(waited[0]) if len({format_seconds(wait) for wait in waited}) == 1 else
+                f"{format_seconds(min(waited))} to {format_seconds(max(waited))}")
+        unwaited = median_less_waits(times["auto-memmap"].runs, waits)
+        text += (f". {len(waited)} of {len(waits)} auto-memmapped calls also waited {each} for their "
+                 "folder's deletion (below); less those waits, their median was "
+                 f"**{format_seconds(unwaited)}** ({ratios(unwaited)})")
     auto_pss, pickled_pss = (growth[column]["tree PSS sum"] / array_bytes
                              for column in ("auto-memmap - idle", "pickled - idle"))
     return (text + f". The tree's PSS grew by **{auto_pss:.2f} arrays** auto-memmapped, "
