@@ -127,12 +127,7 @@ def blas_conclusion(runs: dict[tuple[int, int | None], BlasRun], n_workers: int,
                "last working thread can wait for a CPU until the scheduler takes one from a spinner"
                if blas_library() == "openblas" else
                "A product waits for its pool's last thread, which often had to wait for a CPU")
-        trade = " Limiting trades that for workers that run at once."
-        verdict = why + ((f". {control}: alone, a pool that size helped.{trade}" if alone < 0.9 else
-                          f". {control}: alone, its pool neither helped nor hurt, so limiting cost nothing "
-                          "here; where a pool helps, limiting trades that for workers that run at once."
-                          if alone <= 1.1 else
-                          f". {control}: a pool that size cost a little by itself.")
+        verdict = why + (". " + _control(alone, runs[1, None].timing, runs[1, limit].timing)
                          if has_control else ".")
     if max(on_medians / ratio, ratio / on_medians) >= 1.5:
         spread = (f" on fastest runs, **about {_about(on_medians)}×** on medians: "
@@ -156,6 +151,33 @@ def blas_conclusion(runs: dict[tuple[int, int | None], BlasRun], n_workers: int,
             f"CPU{'s' * (usable_cpus > 1)}. The "
             f"unlimited fan-out took **about {_about(ratio)}×** the time of the limited one{spread} "
             f"{verdict}{parallel}")
+
+
+def _control(alone: float, unlimited: Timing, limited: Timing) -> str:
+    """The control's sentence: one worker unlimited against limited, ``alone`` its time over the limited
+    one's (fastest runs), and which of the two ran erratically (an IQR at least 3× the other's and a
+    quarter of the other's median), worded by the measured direction."""
+    control = f"The control, one worker unlimited, took {alone:.2f}× its limited time"
+    iqr = f"(IQR {format_seconds(unlimited.iqr)} against {format_seconds(limited.iqr)} limited)"
+    pairs = (("unlimited", unlimited, limited), ("limited", limited, unlimited))
+    erratic = next((name for name, one, other in pairs
+                    if one.iqr >= 3 * other.iqr and one.iqr >= 0.25 * other.median), None)
+    cost = "nothing" if alone >= 0.97 else "little"
+    if 0.9 <= alone <= 1.1 and erratic == "unlimited":
+        return (f"{control} on fastest runs, but its runs were erratic {iqr}: limiting cost {cost} and "
+                "steadied them.")
+    if 0.9 <= alone <= 1.1 and erratic == "limited":
+        return (f"{control} on fastest runs, but its limited runs were the erratic ones {iqr}: limiting "
+                f"cost {cost} on fastest runs, only steadiness.")
+    if 0.9 <= alone <= 1.1:
+        return (f"{control}: alone, its pool neither helped nor hurt, so limiting cost {cost} here; where "
+                "a pool helps, limiting trades that for workers that run at once.")
+    spread = {"unlimited": f"; its runs were erratic {iqr}", None: "",
+              "limited": f"; its limited runs were erratic {iqr}"}[erratic]
+    if alone < 0.9:
+        return (f"{control}: alone, a pool that size helped{spread}. Limiting trades that for workers that "
+                "run at once.")
+    return f"{control}: a pool that size cost a little by itself{spread}."
 
 
 def _about(ratio: float) -> str:

@@ -399,7 +399,8 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
         f"Summing alone was {_share(summing['numpy'])} of one worker's time "
         f"({format_seconds(one[control])} of {format_seconds(one[processes_np])})"
         + (f", the loop's {_share(summing['loop'])} ({format_seconds(one[loop_control])} of "
-           f"{format_seconds(one[processes_py])}): a worker's loop runs while the next chunk is sent"
+           f"{format_seconds(one[processes_py])}): with {n} workers, one's loop runs while the next chunk is "
+           f"sent, hence the loop's {up[processes_py]:.2f}× against NumPy's {up[processes_np]:.2f}×"
            if overlaps else "") + ".",
         "",
         f"Per float, one thread's Python loop (on {format_bytes(python_bytes)}) took "
