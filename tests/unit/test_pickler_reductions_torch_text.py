@@ -35,8 +35,8 @@ def test_the_round_trips_paragraph_says_what_the_table_says():
     assert ("beat the pickle at every size, and an array already shared beat every other trip at every "
             "size (at 64 MiB, 900 µs against 72 ms for the fastest private trip).") in said
     assert ("The torch-free trip's first call at 64 MiB took 70 ms locally and 72 ms remote, against floor "
-            "(b)'s median 640 ms (its runs 640 ms): under (b), below all its runs (one call each): its pages "
-            "were reserved in one call (section 4).\n- "
+            "(b)'s median 640 ms (its runs 640 ms): under (b), below all its runs (one cold call each; why "
+            "is not measured here: likely `posix_fallocate`, section 4's sketch).\n- "
             ) in said  # 70, 72 ms
     assert "trip (orange) stays off floor (b) (dotted) at every size" in said  # 0.61× remote
     assert text.torch_follows_b(rows({("torch", "local"): {2: 40, 64: 640}})) == (  # 2.0× (b) at 2 MiB
