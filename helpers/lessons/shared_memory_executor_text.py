@@ -3,7 +3,8 @@
 ``hand_built_conclusion`` words section 2 (a hand-built call against its steps and floor (b));
 ``round_trips_what_to_see`` words section 5 (round trips through the stdlib and ours);
 ``room_for_a_segment``, the pitfall of section 4 (/dev/shm's free space against the memory available);
-``warm_echo_takeaway``, the takeaway on warm calls at two sizes. Each takes the lesson's measurements and
+``small_echo_line``, section 5's line on the second size; ``warm_echo_takeaway``, the takeaway on
+warm calls at two sizes. Each takes the lesson's measurements and
 returns Markdown or a printed line; the lesson's check cells assert the comparisons they state.
 """
 
@@ -114,34 +115,47 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
         + (f"the copy, the message and {format_seconds(unexplained)} not timed apart "
            f"({round(100 * unexplained / ours.warm.median)}% of the call)"
            if unexplained > 0.02 * ours.warm.median
+           else f"about one warm copy ({format_seconds(parts.warm.median)}); the message does not show"
+           if ours.warm.median < parts.warm.median + ours.shared.median
            else f"about the copy plus the message ({format_seconds(parts.warm.median)} + "
                 f"{format_seconds(ours.shared.median)})")
         + ". Shared once: the message. Reading "
         "the array adds the worker's page faults; a new big result, a new segment.")
 
 
+def small_echo_line(ours_small: RoundTrips, small_bytes: int) -> str:
+    """Section 5's printed line on the second size: its warm echo against its own floor (a) (timed in
+    turns with it), and the echo already shared as a share of the warm one."""
+    warm, floor, shared = ours_small.warm.median, ours_small.warm_copy.median, ours_small.shared.median
+    return (f"at {format_bytes(small_bytes)}, a warm echo took {format_seconds(warm)}, "
+            f"{about(warm / floor)}× its floor (a) ({format_seconds(floor)}); an echo already shared took "
+            f"{format_seconds(shared)}, {_as_long(shared / warm)}")
+
+
+def _as_long(share: float) -> str:
+    return "as long or longer" if share >= 1 else f"{round(100 * share)}% as long"
+
+
 def warm_echo_takeaway(ours: RoundTrips, ours_small: RoundTrips, parts: CallAndParts, array_bytes: int,
                        small_bytes: int, reference: dict[int, float]) -> str:
     """The takeaway on warm calls (a Markdown list item), from section 5's echoes at two sizes: the big
     one against section 2's floor (a) (as section 5 words it), the small one against its own floor (a)
-    and its message (the echo already shared); ``reference``: our warm echo over floor (a) by size in
-    bytes, from the reference run of section 7's table (its sizes at 1.5× or more are named)."""
+    and the echo already shared (as ``small_echo_line`` prints them); ``reference``: our warm echo over
+    floor (a) by size in bytes, from the reference run of section 7's table (its sizes at 1.5× or more
+    are named)."""
     big = ours.warm.median / parts.warm.median
     small = ours_small.warm.median / ours_small.warm_copy.median
-    message = ours_small.shared.median
-    share = message / ours_small.warm.median
-    weighs = ("as long as the call" if share >= 1 else
-              f"{'most' if share > 0.5 else f'{round(100 * share)}%'} of it")
+    share = ours_small.shared.median / ours_small.warm.median
     slow = [(size, ratio) for size, ratio in sorted(reference.items()) if ratio >= 1.5]
     named = ", ".join(f"{ratio:.3g}× at {format_bytes(size)}" for size, ratio in slow)
     seen = f" (reference run, section 7: {named})" if slow else ""
     trend = (f"; smaller arrays pay more floors{seen}" if small > big else
              f"; no more floors than at {format_bytes(array_bytes)} here")
     return (f"- Warm segments cut an echo of {format_bytes(array_bytes)} to {about(big)}× floor (a); of "
-            f"{format_bytes(small_bytes)}, to "
-            f"{about(small)}× its floor (a), its message ({format_seconds(message)}) "
-            f"{weighs}{trend}. Already shared: the message; reading adds page faults (section 5). "
-            "A hand-built swap or a new big result (`x + 1`) pays for a new segment every call (section 2).")
+            f"{format_bytes(small_bytes)}, to {about(small)}× its floor (a), where an echo already shared "
+            f"took {_as_long(share)}{trend}. Already shared: the message; reading adds page faults "
+            "(section 5). A hand-built swap (section 2) or a new big result (`x + 1`, section 5) pays for "
+            "a new segment every call.")
 
 
 def room_for_a_segment(shm_free: int | None, available: int) -> str:

@@ -88,9 +88,13 @@ def test_a_first_call_under_floor_b_and_a_whole_under_its_parts_are_said_plainly
                                            ms(137, 137, 137), call, 128 * MiB, 8 * MiB)
     assert "beat floor (b)" not in above_b and "makes a segment: 85 ms (IQR 0 ns), against 72 ms" in above_b
     assert "against the call's 137 ms, 4% more than the call." in above_b  # drift 0: not noise
-    warm_as_parts = RoundTrips(0.08, ms(7.3, 7.3, 7.3), ms(0.4, 0.4, 0.4), ms(7, 7, 7))
-    assert "Warm (1× floor (a)): about the copy plus the message (7 ms + 400 µs). Shared once" in (
+    warm_as_parts = RoundTrips(0.08, ms(7.5, 7.5, 7.5), ms(0.4, 0.4, 0.4), ms(7, 7, 7))
+    assert "Warm (1.1× floor (a)): about the copy plus the message (7 ms + 400 µs). Shared once" in (
         text.round_trips_what_to_see(trips, warm_as_parts, small, FIRSTS, ALONE, new_parts, ms(137, 137, 137),
+                                     call, 128 * MiB, 8 * MiB))
+    warm_as_copy = RoundTrips(0.08, ms(7.1, 7.1, 7.1), ms(0.4, 0.4, 0.4), ms(7, 7, 7))  # under copy + message
+    assert "Warm (1× floor (a)): about one warm copy (7 ms); the message does not show. Shared once" in (
+        text.round_trips_what_to_see(trips, warm_as_copy, small, FIRSTS, ALONE, new_parts, ms(137, 137, 137),
                                      call, 128 * MiB, 8 * MiB))
     under = text.round_trips_what_to_see(trips, ours, small, ms(60, 60, 60), ALONE, new_parts,
                                          ms(137, 137, 137), call, 128 * MiB, 8 * MiB)
@@ -106,16 +110,24 @@ def test_the_warm_echo_takeaway_names_both_sizes_and_the_reference_sizes_far_fro
     call = parts(ms(102, 103, 104), ms(101, 102, 103))  # floor (a): 7 ms
     said = text.warm_echo_takeaway(ours, small, call, 128 * MiB, 8 * MiB, REFERENCE)
     assert said.startswith("- Warm segments cut an echo of 128 MiB to 1.1× floor (a); of 8 MiB, to 2.5× its "
-                           "floor (a), its message (300 µs) 30% of it; smaller arrays pay more floors "
-                           "(reference run, section 7: 18.8× at 1 MiB, 5.53× at 10 MiB).")
-    assert said.endswith("pays for a new segment every call (section 2).")
+                           "floor (a), where an echo already shared took 30% as long; smaller arrays pay "
+                           "more floors (reference run, section 7: 18.8× at 1 MiB, 5.53× at 10 MiB).")
+    assert said.endswith("A hand-built swap (section 2) or a new big result (`x + 1`, section 5) pays for a "
+                         "new segment every call.")
     mostly_message = RoundTrips(0.01, ms(1, 1, 1), ms(0.6, 0.6, 0.6), ms(0.1, 0.1, 0.1))
-    assert "to 10× its floor (a), its message (600 µs) most of it; smaller" in text.warm_echo_takeaway(
-        ours, mostly_message, call, 128 * MiB, 8 * MiB, REFERENCE)
-    as_cheap = RoundTrips(0.01, ms(0.4, 0.4, 0.4), ms(0.3, 0.3, 0.3), ms(0.4, 0.4, 0.4))
+    assert "to 10× its floor (a), where an echo already shared took 60% as long; smaller" in (
+        text.warm_echo_takeaway(ours, mostly_message, call, 128 * MiB, 8 * MiB, REFERENCE))
+    as_cheap = RoundTrips(0.01, ms(0.4, 0.4, 0.4), ms(0.4, 0.4, 0.4), ms(0.4, 0.4, 0.4))
     flat = text.warm_echo_takeaway(ours, as_cheap, call, 128 * MiB, 8 * MiB, {})
-    assert "to 1× its floor (a), its message (300 µs) most of it; no more floors than at 128 MiB" in flat
+    assert "to 1× its floor (a), where an echo already shared took as long or longer; no more floors" in flat
     assert "reference run" not in text.warm_echo_takeaway(ours, small, call, 128 * MiB, 8 * MiB, {})
+
+
+def test_the_small_echo_line_gives_the_figures_the_takeaway_quotes():
+    small = RoundTrips(0.01, ms(1, 1, 1), ms(0.3, 0.3, 0.3), ms(0.4, 0.4, 0.4))
+    assert text.small_echo_line(small, 8 * MiB) == (
+        "at 8 MiB, a warm echo took 1 ms, 2.5× its floor (a) (400 µs); an echo already shared took 300 µs, "
+        "30% as long")
 
 
 def test_the_room_line_says_which_of_dev_shm_and_memory_runs_out_first_and_what_is_checked():
