@@ -508,6 +508,23 @@ def about(ratio: float) -> str:
     return f"{rounded:,.0f}" if rounded >= 10 else f"{rounded:g}"
 
 
+BYTES_MARGIN = 1.1  # a speed-up within this factor of the byte saving is within a fan-out's noise
+
+
+def against_bytes(speed_ups: Sequence[float], bytes_ratio: float, margin: float = BYTES_MARGIN) -> str:
+    """How slicing's speed-ups (whole over slices, every statistic shown: medians and fastest runs,
+    both pools) compare with the ``bytes_ratio`` fewer bytes, for prose: "more than" only when every
+    one beats it by ``margin`` (a factor), "less than" when every one falls short by as much,
+    else "about Nx, as the Nx fewer bytes predict"."""
+    fewer = f"the {bytes_ratio:.0f}× fewer bytes"
+    relative = [x / bytes_ratio for x in speed_ups]
+    if min(relative) > margin:
+        return f"more than {fewer}"
+    if max(relative) < 1 / margin:
+        return f"less than {fewer}"
+    return f"about {bytes_ratio:.0f}×, as {fewer} predict"
+
+
 def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: float, array_bytes: int):
     """Stacked bars of the stages' medians (``dumps`` and ``loads`` timed alone, the pipe the rest of a
     bare round trip) beside one task through a pool, in ms, with the warm floor."""
