@@ -460,6 +460,20 @@ def tree_worst(report, start: str, end: str) -> float:
     return max(estimates) - report.baseline.pss
 
 
+def own_share_at_worst(report, start: str, end: str) -> float:
+    """This process's PSS (bytes) at the tree's worst moment between the marks ``start`` and ``end``
+    (the moment ``tree_worst`` reads), above what it held when the report began."""
+    first, last = report.marks[start], report.marks[end]
+    estimates = [estimate for sample, estimate in zip(report.samples, pss_between_exact_reads(report.samples),
+                                                      strict=True) if first <= sample.time <= last]
+    if not estimates:
+        raise ValueError(f"no samples between {start!r} and {end!r}")
+    worst = max(estimates, key=lambda estimate: sum(estimate.values()))
+    own = os.getpid()
+    before = report.baseline.processes[own].pss if own in report.baseline.processes else 0.0
+    return worst.get(own, before) - before
+
+
 def tasks_to_pay_back(extra_start_up: float, saved_per_task: float) -> float | None:
     """How many tasks repay a way's extra start-up (seconds) by what it saves on each task
     (seconds); None when it saves nothing per task."""

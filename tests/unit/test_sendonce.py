@@ -182,6 +182,10 @@ def test_tree_worst_is_the_whole_trees_highest_sample_between_two_marks_above_th
     assert send_once_and_managers.tree_worst(report, "start", "held") == 450  # 150 + 400 - 100
     with pytest.raises(ValueError):
         send_once_and_managers.tree_worst(report, "held", "start")
+    # this process's share at that worst moment (150 + 400), above its first sample (100)
+    assert send_once_and_managers.own_share_at_worst(report, "start", "held") == 50
+    with pytest.raises(ValueError):
+        send_once_and_managers.own_share_at_worst(report, "held", "start")
 
 
 def test_install_pays_back_its_extra_start_up_by_what_each_task_saves():
