@@ -23,6 +23,7 @@ from helpers.measure.memory import MemoryReport, track_memory
 from helpers.measure.proctree import pss_by_kind, tree_pss_by_kind
 from helpers.measure.ray_processes import copies_on, node_memory, node_pss_by_kind, store_bytes_used
 from helpers.measure.timing import Timing, time_it
+from helpers.measure.units import format_seconds
 
 REPORT_SECONDS = 0.05  # how often we read Ray's store accounting while tasks run
 
@@ -369,7 +370,9 @@ def put_and_get_per_node(nodes, n_bytes: int, repeat: int = 3) -> dict[int, dict
     also sorted by the store pages it wrote first (its node's PSS of the store's kind of page grew
     by half an array or more: fresh pages; less: pages already written): ``written_put_seconds``
     and ``fresh_put_seconds``, their medians (None where no put was of that kind, or the kernel
-    does not split PSS), and ``fresh_bytes``, each timed put's growth (bytes)."""
+    does not split PSS), ``written_puts`` and ``fresh_puts``, how many puts each median is of, and
+    ``fresh_bytes``, each timed put's growth (bytes). Puts go on until ``repeat`` went into written
+    pages (at most ``3 * repeat``; just ``repeat`` where PSS is not split)."""
     import ray
 
     rows = {}
@@ -382,8 +385,58 @@ def put_and_get_per_node(nodes, n_bytes: int, repeat: int = 3) -> dict[int, dict
                 sorted_puts["fresh" if grew >= n_bytes / 2 else "written"].append(seconds)
         rows[node.index] = {**facts, "store_directory": node.store_directory,
                             **{f"{kind}_put_seconds": statistics.median(puts) if puts else None
-                               for kind, puts in sorted_puts.items()}}
+                               for kind, puts in sorted_puts.items()},
+                            **{f"{kind}_puts": len(puts) for kind, puts in sorted_puts.items()}}
     return rows
+
+
+def put_figure(seconds: float | None, puts: int) -> str:
+    """A put time as a table shows it, with how many puts stand behind it: '7.76 ms (median of 3)',
+    '55.4 ms (1 put)', or '-' where there was none."""
+    if not puts or seconds is None:
+        return "-"
+    return f"{format_seconds(seconds)} ({_of_puts(puts)})"
+
+
+def _of_puts(puts: int) -> str:
+    """'1 put' (one sample is no median) or 'median of 3'."""
+    return "1 put" if puts == 1 else f"median of {puts}"
+
+
+def _as_shown(seconds: float) -> float:
+    """``seconds`` rounded as ``format_seconds`` shows it (3 significant figures)."""
+    return float(f"{seconds:.3g}")
+
+
+def node_put_markdown(transfer_seconds: float, node_row: dict, head_row: dict, head_in_shm: bool) -> str:
+    """Section 5's split of node 1's first read (a transfer of ``transfer_seconds``) by a put into
+    node 1's own store: that put against the head's (with how many puts each figure is of, and
+    'too few to rank the stores' under 3 each), and the transfer's rest, subtracted from the figures
+    as shown so that the sentence adds up on the page. Rows: ``put_and_get_per_node``'s."""
+    written, fresh = node_row["written_put_seconds"], node_row["fresh_put_seconds"]
+    if head_row["written_put_seconds"]:
+        head, head_puts = head_row["written_put_seconds"], head_row["written_puts"]
+    else:
+        head, head_puts = head_row["put_seconds"], len(head_row["puts"])
+    if written:
+        put, puts, pages = written, node_row["written_puts"], " into pages already written"
+    elif fresh:
+        put, puts, pages = fresh, node_row["fresh_puts"], " into fresh pages"
+    else:
+        put, puts, pages = node_row["put_seconds"], len(node_row["puts"]), ""
+    samples = (f"medians of {puts} and {head_puts} puts" if min(puts, head_puts) >= 3 else
+               f"{puts} put{'s' * (puts != 1)} against {head_puts}: too few to rank the stores")
+    ratio = _as_shown(put) / _as_shown(head)  # of the figures as shown
+    text = (f"A put into node 1's file store took {format_seconds(put)}{pages} ({ratio:.1f}× the head's "
+            f"{'`/dev/shm`' if head_in_shm else 'store'}, {format_seconds(head)}; {samples})")
+    if written and fresh:
+        text += f" and {format_seconds(fresh)} into fresh ones ({_of_puts(node_row['fresh_puts'])})"
+    closest = fresh or put  # the transfer wrote fresh pages: a fresh put is the closest
+    rest = _as_shown(transfer_seconds) - _as_shown(closest)
+    if rest <= 0:
+        return text + ". That put took as long as the whole transfer: nothing is left to split."
+    return (text + f". The transfer's other {format_seconds(rest)} we did not split: TCP"
+            + ("" if fresh else ", fresh pages") + " and the raylet heap below.")
 
 
 # --- Functions Ray's workers run: plain Python, wrapped with ray.remote(fn) by remote() when called ---
@@ -467,16 +520,25 @@ def time_put_and_get(n_bytes: int, repeat: int = 3, raylet_pid: int | None = Non
     into this node's store, and of ``ray.get`` of it back, with where the store's file lives;
     ``puts``, each timed put's seconds, and ``fresh_bytes``, how much the PSS of ``store_kind``
     pages of the node's raylet and its processes grew over each (None without ``raylet_pid``, or
-    where the kernel does not split PSS)."""
+    where the kernel does not split PSS). After a warm-up, puts go on until ``repeat`` of them grew
+    those pages by less than half an array (pages already written), at most ``3 * repeat``."""
     import ray
 
     def store_pages() -> int | None:
         kinds = tree_pss_by_kind(raylet_pid) if raylet_pid is not None and store_kind else None
         return kinds.get(store_kind) if kinds else None
 
+    def enough() -> bool:
+        timed = grew[1:]
+        if len(timed) >= 3 * repeat:
+            return True
+        if any(growth is None for growth in timed):  # no split: just ``repeat``
+            return len(timed) >= repeat
+        return sum(growth < n_bytes / 2 for growth in timed) >= repeat
+
     array = np.random.default_rng(7).random(max(1, n_bytes // 8))
     puts, gets, grew, mappings = [], [], [], set()
-    for _ in range(repeat + 1):  # the first round is a warm-up
+    while not enough():  # the first round is a warm-up
         pages_before = store_pages()
         start = time.perf_counter()
         ref = ray.put(array)

@@ -296,9 +296,9 @@ class TestTwoNodes:
         assert disk["store_directory"] == per_node["folders"][1]
         assert all(m.startswith(per_node["folders"][1]) for m in disk["mappings"])
         for row in (head, disk):  # each timed put sorted by the store pages it wrote first
-            assert len(row["fresh_bytes"]) == len(row["puts"]) == 1
-            sorted_puts = [row[f"{kind}_put_seconds"] for kind in ("written", "fresh")]
-            assert row["fresh_bytes"][0] is None or sorted_puts.count(None) == 1
+            assert 1 <= len(row["fresh_bytes"]) == len(row["puts"]) <= 3  # until one went into written pages
+            counts = row["written_puts"] + row["fresh_puts"]
+            assert counts == (0 if row["fresh_bytes"][0] is None else len(row["puts"]))
         assert per_node["second_node_pss"] > 0
 
     def test_shutting_the_cluster_down_leaves_nothing_and_ignores_what_ray_had_left_before(self, cluster):

@@ -76,3 +76,36 @@ def test_pss_beyond_the_stores_copies_is_named_only_when_there_is_some():
         " (0.2 beyond the store's: other memory in the tree moves too)")
     assert beyond(memory(239.0, 120.0), 128, 128.0) == (  # PSS grew less than the store held
         " (0.1 below the store's: other memory in the tree moves too)")
+
+
+def test_a_put_figure_says_how_many_puts_it_is_the_median_of():
+    from helpers.lessons import ray_object_store
+
+    figure = ray_object_store.put_figure
+    assert figure(0.00776, 1) == "7.76 ms (1 put)"  # one sample is no median
+    assert figure(0.0554, 2) == "55.4 ms (median of 2)"
+    assert figure(None, 0) == "-"
+
+
+def test_node_1s_put_splits_the_transfer_as_the_figures_are_shown():
+    from helpers.lessons import ray_object_store
+
+    node = {"written_put_seconds": 0.00776, "fresh_put_seconds": 0.05538, "put_seconds": 0.02,
+            "puts": [0.0] * 5, "written_puts": 3, "fresh_puts": 2}
+    head = {"written_put_seconds": 0.00893, "fresh_put_seconds": None, "put_seconds": 0.00893,
+            "puts": [0.0] * 3, "written_puts": 3, "fresh_puts": 0}
+    text = ray_object_store.node_put_markdown(0.15260, node, head, head_in_shm=True)
+    assert text == ("A put into node 1's file store took 7.76 ms into pages already written (0.9× the "
+                    "head's `/dev/shm`, 8.93 ms; medians of 3 and 3 puts) and 55.4 ms into fresh ones "
+                    "(median of 2). The transfer's other 97.6 ms we did not split: TCP and the raylet "
+                    "heap below.")  # 153 - 55.4 as shown, not 152.6 - 55.38
+    one = {**node, "written_puts": 1}  # one sample: too few to say which store is faster
+    assert "(0.9× the head's `/dev/shm`, 8.93 ms; 1 put against 3: too few to rank the stores)" in (
+        ray_object_store.node_put_markdown(0.15260, one, head, head_in_shm=True))
+    unsplit = {**node, "written_put_seconds": None, "fresh_put_seconds": None,
+               "written_puts": 0, "fresh_puts": 0}  # the kernel does not split PSS
+    assert ray_object_store.node_put_markdown(0.15260, unsplit, head, head_in_shm=False).endswith(
+        "(2.2× the head's store, 8.93 ms; medians of 5 and 3 puts). The transfer's other 133 ms "
+        "we did not split: TCP, fresh pages and the raylet heap below.")
+    assert ray_object_store.node_put_markdown(0.05, node, head, head_in_shm=True).endswith(
+        "That put took as long as the whole transfer: nothing is left to split.")
