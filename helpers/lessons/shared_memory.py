@@ -367,15 +367,17 @@ class FanOutTimes:
     """A fan-out of handles timed call by call (seconds): each call's wall time; in each call, the
     task that ended last, split in four: from the call's start to its sum's start, its sum of its
     slice (each task sums once, through the mapping it just made), the unmapping after it, and the
-    rest until the call returned (the pool's way back); a first read over a second read of the same
-    slice, from other tasks that sum twice (the fastest of each, which a busy machine slows least);
-    and calls of the same tasks that attach and sum nothing."""
+    rest until the call returned (the way back: the worker sending its result, the pool's result
+    thread, the caller waking); a first read over a second read of the same slice, from other tasks
+    that sum twice (the fastest of each, which a busy machine slows least); and calls of the same
+    tasks that attach and sum nothing, each with its own way back (from its last task's end)."""
 
     calls: Timing
     last_tasks: tuple[tuple[float, float, float, float], ...]
     first_sum: float
     second_sum: float
     attach_only: Timing
+    attach_only_ways_back: tuple[float, ...]
 
     @property
     def first_vs_second(self) -> float:
@@ -387,6 +389,12 @@ class FanOutTimes:
         the unmapping, the rest until the call returned), in seconds: they add up to the call."""
         index = self.calls.runs.index(self.calls.min)
         return self.calls.min, self.last_tasks[index]
+
+    @property
+    def attach_only_way_back(self) -> float:
+        """Seconds from the last task's end to the call's return in the fastest attach-only call: the
+        same span as the fan-out's way back, with no sum and no pages to unmap before it."""
+        return self.attach_only_ways_back[self.attach_only.runs.index(self.attach_only.min)]
 
 
 def time_fan_out(pool, handle: ArrayHandle, bounds: list[tuple[int, int]], repeat: int = 5) -> FanOutTimes:
@@ -406,8 +414,16 @@ def time_fan_out(pool, handle: ArrayHandle, bounds: list[tuple[int, int]], repea
         last_tasks.append((read_began - began, read, unmap, ended - read_began - read - unmap))
     pairs = [pair for _ in range(3) for pair in pool.starmap(time_two_reads, tasks)]  # (first, second) a task
     firsts, seconds = zip(*pairs, strict=True)
-    attach_only = time_it(lambda: pool.starmap(attach_and_return, tasks), repeat=repeat)
-    return FanOutTimes(Timing(tuple(walls)), tuple(last_tasks), min(firsts), min(seconds), attach_only)
+    pool.starmap(attach_and_return, tasks)  # warm-up
+    attach_walls, ways_back = [], []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        ends = pool.starmap(attach_and_return, tasks)
+        ended = time.perf_counter()
+        attach_walls.append(ended - began)
+        ways_back.append(ended - max(ends))
+    return FanOutTimes(Timing(tuple(walls)), tuple(last_tasks), min(firsts), min(seconds),
+                       Timing(tuple(attach_walls)), tuple(ways_back))
 
 
 def outcome_mismatches(outcomes: dict[str, ChildOutcome], sums_right: dict[str, bool],
@@ -508,10 +524,12 @@ def sum_slice_timed(handle: ArrayHandle, start: int, stop: int) -> tuple[float, 
     return total, began, summed - began, time.perf_counter() - summed
 
 
-def attach_and_return(handle: ArrayHandle, start: int, stop: int) -> None:
-    """A fan-out task that attaches the shared array and reads nothing: the call's cost without a sum."""
+def attach_and_return(handle: ArrayHandle, start: int, stop: int) -> float:
+    """A fan-out task that attaches the shared array and reads nothing: the call's cost without a sum.
+    Returns when it ended (``time.perf_counter()``, after the unmapping), to time the way back."""
     with attach(handle):
         pass
+    return time.perf_counter()
 
 
 def time_two_reads(handle: ArrayHandle, start: int, stop: int) -> tuple[float, float]:

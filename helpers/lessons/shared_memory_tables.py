@@ -176,9 +176,8 @@ def post_versions(fan_outs: TableFanOuts, n_workers: int) -> str:
     verdict = ("more than" if total >= POST_FACTOR else "near" if total >= POST_FACTOR / 3
                else "short of")
     rows = [f"| {name} | {about(factor)}× |" for name, factor in factors]
-    setting = (f"The post's {POST_WORKERS} workers, and the pool start-up it likely timed, change these "
-               "factors" if n_workers < POST_WORKERS
-               else "The pool start-up the post likely timed changes these factors")
+    setting = (f"The post's {POST_WORKERS} workers change these factors" if n_workers < POST_WORKERS
+               else "The post's machine changes these factors")
     setting += (", so compare their size, not their value." if total >= POST_FACTOR / 3
                 else ": ours fall short of a gap of this size.")
     ours = f"S{table_dtype('bytes')['ticker'].itemsize}"

@@ -83,6 +83,7 @@ def test_a_fan_out_is_timed_call_by_call_with_its_workers_reads():
         times = shared_memory.time_fan_out(pool, shared.handle, bounds, repeat=3)
     assert len(times.calls.runs) == len(times.last_tasks) == len(times.attach_only.runs) == 3
     assert times.first_vs_second > 0 and times.attach_only.min > 0
+    assert len(times.attach_only_ways_back) == 3 and 0 < times.attach_only_way_back < times.attach_only.min
     fastest, (until_sum, read, unmap, back) = times.fastest()
     assert fastest == times.calls.min and 0 < read < fastest and until_sum > 0 and unmap > 0 and back > 0
     assert until_sum + read + unmap + back == pytest.approx(fastest)
@@ -180,8 +181,7 @@ def test_the_posts_factor_is_worded_by_the_measured_times_per_row(times, says):
     assert "doubling" not in text  # more workers are not measured here
     assert "Over pickling" not in text  # the conclusion above already gives those times
     assert all(said in text for said in [*says, "(`'S6'`; ours is `'S8'`)",
-                                         "The post's 4 workers, and the pool start-up it likely "
-                                         "timed, change these factors",
+                                         "The post's 4 workers change these factors",
                                          "'A new segment' is created inside the timed call, "
                                          "as in the post"]), text
 
