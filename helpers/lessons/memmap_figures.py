@@ -5,6 +5,7 @@ times seconds; every function only formats or draws what the lesson measured."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -66,13 +67,12 @@ def plot_reads(reads: Mapping[tuple[str, str], Timing], in_ram_s: float, warm_fl
 
 
 def describe_timing(timing: Timing) -> str:
-    """A timing as its median, the range of its middle half of runs (quartiles) and its fastest run:
-    'median 4.49 ms (middle half 3.9 ms to 6.8 ms, fastest 3.8 ms, 9 runs)'."""
+    """A timing as its median, the spread of its middle half of runs (the IQR: a width, not a run's
+    time) and its fastest run: 'median 4.49 ms (middle half spans 2.9 ms, fastest 3.8 ms, 9 runs)'."""
     if len(timing.runs) < 2:
         return f"median {format_seconds(timing.median)} (1 run)"
-    q1, _, q3 = statistics.quantiles(timing.runs, n=4, method="inclusive")
-    return (f"median {format_seconds(timing.median)} (middle half {format_seconds(q1)} to "
-            f"{format_seconds(q3)}, fastest {format_seconds(timing.min)}, {len(timing.runs)} runs)")
+    return (f"median {format_seconds(timing.median)} (middle half spans {format_seconds(timing.iqr)}, "
+            f"fastest {format_seconds(timing.min)}, {len(timing.runs)} runs)")
 
 
 def describe_split_read(split: Mapping[str, Timing], kept: Mapping[str, Timing] | None = None,
@@ -105,21 +105,48 @@ def start_up_costs(starts: Mapping[str, Timing]) -> dict[str, float]:
     return {kind: timing.median - baseline for kind, timing in starts.items() if kind != NO_INITIALIZER}
 
 
+def start_up_noise(starts: Mapping[str, Timing]) -> float:
+    """The spread (IQR) of the pool's starts with no initializer, seconds: an initializer's added
+    start-up (``start_up_costs``) within it is noise."""
+    return starts[NO_INITIALIZER].iqr
+
+
 def calls_to_repay(split: Mapping[str, Timing], kept: Mapping[str, Timing],
-                   starts: Mapping[str, Timing]) -> dict[str, int]:
+                   starts: Mapping[str, Timing]) -> dict[str, int | None]:
     """For each filesystem whose mapped-once calls took at most 0.8× the calls mapping per task
-    (medians), and whose mapping lengthened the pool's start: the calls whose saving (difference of
-    medians) repays that start-up cost, at least 1."""
-    costs = start_up_costs(starts)
-    return {kind: max(1, round(costs[kind] / (split[kind].median - kept[kind].median))) for kind in kept
-            if kept[kind].median <= 0.8 * split[kind].median and costs.get(kind, 0.0) > 0}
+    (medians): the calls whose saving (difference of medians) repays the mapping's start-up cost,
+    rounded up (the call during which it is repaid); None where that cost was within the noise
+    (at most ``start_up_noise``)."""
+    costs, noise = start_up_costs(starts), start_up_noise(starts)
+    return {kind: (math.ceil(costs[kind] / (split[kind].median - kept[kind].median))
+                   if costs.get(kind, 0.0) > noise else None)
+            for kind in kept if kept[kind].median <= 0.8 * split[kind].median}
+
+
+def describe_repayment(repaid: Mapping[str, int | None]) -> str:
+    """What the mapping's added start-up came to (``calls_to_repay``): 'within the noise on disk and
+    repaid within 3 calls on tmpfs', 'repaid within 3 calls on disk and tmpfs'."""
+    noise = [kind for kind, calls in repaid.items() if calls is None]
+    paid = [(kind, calls) for kind, calls in repaid.items() if calls is not None]
+    parts = [f"within the noise on {' and '.join(noise)}"] if noise else []
+    counts = {calls for _, calls in paid}
+    if len(counts) == 1:  # one count for all: 'repaid within 3 calls on disk and tmpfs'
+        calls = counts.pop()
+        parts.append(f"repaid within {calls} call{'s' if calls > 1 else ''} on "
+                     + " and ".join(kind for kind, _ in paid))
+    elif paid:
+        parts.append("repaid within " + " and ".join(
+            (f"{calls} call{'s' if calls > 1 else ''} on {kind}" if i == 0 else f"{calls} on {kind}")
+            for i, (kind, calls) in enumerate(paid)))
+    return " and ".join(parts)
 
 
 def describe_mapping_once(split: Mapping[str, Timing], kept: Mapping[str, Timing],
                           starts: Mapping[str, Timing]) -> str:
     """Markdown: the mapped-once calls' medians, what the mapping added to the pool's start (medians of
-    ``memmap.time_pool_starts``), after how many calls it was repaid (``calls_to_repay``), and where
-    the mapped-once calls took over 0.8× the calls mapping per task (no clear gain)."""
+    ``memmap.time_pool_starts``) against the spread of starts without it, within how many calls it was
+    repaid or that it was noise (``calls_to_repay``), and where the mapped-once calls took over 0.8×
+    the calls mapping per task (no clear gain)."""
     kinds = list(kept)
     costs, repaid = start_up_costs(starts), calls_to_repay(split, kept, starts)
     added = [f"{format_seconds(costs[kind])} on {kind}" if costs[kind] > 0
@@ -127,11 +154,10 @@ def describe_mapping_once(split: Mapping[str, Timing], kept: Mapping[str, Timing
     text = ("Workers that had mapped it once took "
             + " and ".join(f"{format_seconds(kept[kind].median)} on {kind}" for kind in kinds)
             + f". Mapping at start-up added {' and '.join(added)} to the pool's start (medians of "
-            f"{len(starts[NO_INITIALIZER].runs)} starts each)")
+            f"{len(starts[NO_INITIALIZER].runs)} starts each; without it, their middle half spans "
+            f"{format_seconds(start_up_noise(starts))})")
     if repaid:
-        text += (", repaid after about " + " and ".join(
-            (f"{calls} call{'s' if calls > 1 else ''} on {kind}" if i == 0 else f"{calls} on {kind}")
-            for i, (kind, calls) in enumerate(repaid.items())))
+        text += ": " + describe_repayment(repaid)
     missed = [kind for kind in kinds if kept[kind].median > 0.8 * split[kind].median]
     if len(missed) == len(kinds):
         text += ". Here no clear gain over mapping per task"
@@ -356,30 +382,55 @@ def describe_temp_folder_experiment(roots: Mapping[str, Path], ours: Path, array
             "\n</details>")
 
 
+def describe_waits(retry_waits: Iterable[float]) -> str:
+    """How many auto-memmapped calls slept before trying again to delete the call's folder
+    (``joblib_memmap.time_calls``, per run) and how long: '5 of 7 auto-memmapped calls waited about
+    100 ms for their folder's deletion'; '' where none did."""
+    waits = list(retry_waits)
+    waited = [wait for wait in waits if wait > 0]
+    if not waited:
+        return ""
+    each = (f"about {format_seconds(waited[0])}" if len({format_seconds(wait) for wait in waited}) == 1
+            else f"{format_seconds(min(waited))} to {format_seconds(max(waited))}")
+    return f"{len(waited)} of {len(waits)} auto-memmapped calls waited {each} for their folder's deletion"
+
+
+def _span(values: list[float]) -> str:
+    low, high = format_seconds(min(values)), format_seconds(max(values))
+    return low if low == high else f"{low} to {high}"
+
+
 def describe_runs_and_waits(runs: Iterable[float], retry_waits: Iterable[float]) -> str:
-    """Each run's seconds, in order, and the part of it joblib slept before trying again to delete
-    the call's folder (``joblib_memmap.time_calls``), where it slept at all."""
-    runs, retry_waits = list(runs), list(retry_waits)
-    each = ", ".join(format_seconds(run) + (f" ({format_seconds(wait)} of it waiting)" if wait > 0 else "")
-                     for run, wait in zip(runs, retry_waits, strict=True))
-    if not any(wait > 0 for wait in retry_waits):
-        return each
-    return each + f"; less the waits, median {format_seconds(median_less_waits(runs, retry_waits))}"
+    """The calls that waited to delete their folder (``describe_waits``) and the range of their times,
+    then those that did not, apart: their range and median (seconds, per run); '' where none waited."""
+    runs, waits = list(runs), list(retry_waits)
+    text = describe_waits(waits)
+    if not text:
+        return ""
+    waited = [run for run, wait in zip(runs, waits, strict=True) if wait > 0]
+    unwaited = [run for run, wait in zip(runs, waits, strict=True) if wait == 0]
+    text += f", taking {_span(waited)}"
+    if unwaited:
+        text += f"; the {len(unwaited)} that did not took {_span(unwaited)}"
+        text += f" (median {format_seconds(statistics.median(unwaited))})" if len(unwaited) > 1 else ""
+    return text
 
 
-def median_less_waits(runs: Iterable[float], retry_waits: Iterable[float]) -> float:
-    """The median of the runs' seconds, each less its wait to delete the call's folder."""
-    return statistics.median(run - wait for run, wait in zip(runs, retry_waits, strict=True))
+def median_unwaited(runs: Iterable[float], retry_waits: Iterable[float]) -> float | None:
+    """The median seconds of the runs that did not wait to delete the call's folder; None where every
+    run waited."""
+    unwaited = [run for run, wait in zip(runs, retry_waits, strict=True) if wait == 0]
+    return statistics.median(unwaited) if unwaited else None
 
 
 def describe_joblib_headline(times: Mapping[str, Timing], retry_waits: Iterable[float], tasks: int,
                              growth: Mapping[str, Mapping[str, float | None]], array_bytes: int) -> str:
     """Markdown: the medians of auto-memmap, pickling and our own memmap, with their ratios; when some
     auto-memmapped runs waited to delete the call's folder (``retry_waits``, per run), how many and how
-    long, then the median and ratios less those waits; the tree's PSS growth of each way, in arrays
-    (``growth``: ``format_growth_table``'s columns 'pickled - idle' and 'auto-memmap - idle')."""
+    long, then the median of those that did not wait, and its ratios; the tree's PSS growth of each
+    way, in arrays (``growth``: ``format_growth_table``'s columns 'pickled - idle' and
+    'auto-memmap - idle')."""
     waits = list(retry_waits)
-    waited = [wait for wait in waits if wait > 0]
     pickled, mine = times["pickled"].median, times.get("our memmap")
 
     def ratios(auto: float) -> str:
@@ -392,13 +443,13 @@ def describe_joblib_headline(times: Mapping[str, Timing], retry_waits: Iterable[
     if mine:
         text += (f"; our own memmap skipped the dump: **{format_seconds(mine.median)}** "
                  f"({format_ratio(mine.median / auto)}× auto-memmap's)")
-    if waited:
-        each = (format_seconds(waited[0]) if len({format_seconds(wait) for wait in waited}) == 1 else
-                f"{format_seconds(min(waited))} to {format_seconds(max(waited))}")
-        unwaited = median_less_waits(times["auto-memmap"].runs, waits)
-        text += (f". {len(waited)} of {len(waits)} auto-memmapped calls also waited {each} for their "
-                 "folder's deletion (below); less those waits, their median was "
-                 f"**{format_seconds(unwaited)}** ({ratios(unwaited)})")
+    if describe_waits(waits):
+        text += f". {describe_waits(waits)} (below)"
+        unwaited = median_unwaited(times["auto-memmap"].runs, waits)
+        if unwaited is not None:
+            n = sum(wait == 0 for wait in waits)
+            took = f"the {n} that did not had a median of" if n > 1 else "the one that did not took"
+            text += f"; {took} **{format_seconds(unwaited)}** ({ratios(unwaited)})"
     auto_pss, pickled_pss = (growth[column]["tree PSS sum"] / array_bytes
                              for column in ("auto-memmap - idle", "pickled - idle"))
     return (text + f". The tree's PSS grew by **{auto_pss:.2f} arrays** auto-memmapped, "
@@ -409,18 +460,20 @@ def describe_joblib_times(times: Mapping[str, Timing], retry_waits: Iterable[flo
                           dumping: Iterable[float], dump_s: float, array_bytes: int, dumped_to: Path,
                           write_s: float | None = None) -> str:
     """Markdown, after ``describe_joblib_headline``: why some auto-memmapped runs waited (``retry_waits``,
-    per run, from ``joblib_memmap.time_calls``) and its median less the waits; what auto-memmapping
-    (less its waits) added to our memmap's median and how much of it the dump inside the calls took
+    per run, from ``joblib_memmap.time_calls``); what auto-memmapping (its calls that did not wait, else
+    each call less its wait) added to our memmap's median and how much of it the dump inside the calls took
     (``dumping``, per run); ``joblib.dump`` of the array timed alone (``dump_s``), against one ``write``
     of its bytes into a new file in the same folder (``write_s``: the dump's floor, seconds)."""
     auto, ours = times["auto-memmap"], times["our memmap"]
     waits = list(retry_waits)
-    unwaited = median_less_waits(auto.runs, waits)
-    text, less = "", ""
+    text, less, unwaited = "", "", median_unwaited(auto.runs, waits)
     if any(wait > 0 for wait in waits):
-        less = " without its waits"
-        text += ("The waits: joblib retries until loky's resource tracker has removed the dump "
-                 "(`joblib/disk.py`). ")
+        text += ("The waits: at a call's end joblib deletes the call's folder, retrying until loky's "
+                 "resource tracker has removed the dump (`joblib/disk.py`). ")
+        less = "'s calls that did not wait"
+    if unwaited is None:  # every call waited: each less its wait
+        unwaited = statistics.median(run - wait for run, wait in zip(auto.runs, waits, strict=True))
+        less = "'s calls less their waits"
     added, dumped = unwaited - ours.median, statistics.median(dumping)
     text += (f"Our memmap (timed in turns) took {format_seconds(ours.median)}, {format_seconds(added)} less "
              f"than auto-memmap{less}; the dump took {format_seconds(dumped)} inside a call")
