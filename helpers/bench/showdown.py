@@ -324,15 +324,20 @@ def _pickle_much_slower(medians: dict) -> Claim:
                  f"pickle's fan-out is {factor:.1f}× the slowest of the others ({slowest})", factor)
 
 
-def joblib_against_pickle(results: Sequence) -> str:
+def joblib_against_pickle(results: Sequence, floors: tuple[Timing, Timing] | None = None,
+                          references: Sequence = ()) -> str:
     """' joblib (a dump per call) took 2.2× pickle's time here.' when joblib's fan-out was slower than
-    pickle's (the blog's first claim leaves joblib out); "" otherwise, or when either did not run."""
+    pickle's (the blog's first claim leaves joblib out), with ``FAR_OFF_SAID`` for either fan-out
+    section 6 flags (given ``floors`` and ``references``); "" otherwise, or when either did not run."""
     medians = fan_out_medians(results)
     if ("joblib" not in medians or "pickle" not in medians
             or medians["joblib"] < NOISE_FACTOR * medians["pickle"]):  # closer: within noise (section 5)
         return ""
     times = _factor(medians["joblib"] / medians["pickle"])
-    return f" joblib (a dump per call) took {times}× pickle's time here."
+    far = [] if floors is None else [n for n in _far_off(results, floors[0].median, references, "fan-out")
+                                     if n in ("joblib", "pickle")]
+    flag = f" ({_and([f'`{n}`' for n in far])}: {FAR_OFF_SAID})" if far else ""
+    return f" joblib (a dump per call) took {times}× pickle's time here{flag}."
 
 
 def _zero_copy_close(medians: dict) -> Claim:
@@ -647,12 +652,14 @@ def _fan_out_ratio(results: Sequence, floors: tuple[Timing, Timing], name: str) 
     return None if result is None or result.fan_out is None else result.fan_out.median / floors[0].median
 
 
-def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Sequence[ClaimColumn]) -> str:
+def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Sequence[ClaimColumn],
+                   references: Sequence = ()) -> str:
     """Lesson 11's decision guide read by need, one Markdown bullet per need, its figures from this
     run: SharedMemory's fan-out beside sharedctypes' (why the guide still picks SharedMemory), ranked by
     section 3's rule here and at each of the reference's sizes (``_ranked_by_size``), and the file
     line (``file_advice_markdown``). A comparison whose way did not run is left out. No memory figure
-    of the exercise's ways: the guide is shown open, answered or not."""
+    of the exercise's ways: the guide is shown open, answered or not. ``references``
+    (``load_every_size``'s): a fan-out section 6 flags is quoted with ``FAR_OFF_SAID``."""
     shm, ctypes = (_fan_out_ratio(results, floors, name) for name in ("shared_memory", "sharedctypes"))
     read_only = ("- **Read-only, one Linux machine:** fork (04; `mp.get_context(\"fork\")`) if the "
                  "parent runs no threads when it forks, else a "
@@ -663,7 +670,10 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
     # section 3's rule here and at each of the reference's sizes: ranked only NOISE_FACTOR apart or more
     how = ("faster" if ctypes * NOISE_FACTOR <= shm else "slower" if ctypes >= shm * NOISE_FACTOR
            else f"within {NOISE_FACTOR:g}× of it")
-    read_only += f" was {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a))"
+    far = [n for n in _far_off(results, floors[0].median, references, "fan-out")
+           if n in ("sharedctypes", "shared_memory")]
+    flag = f"; {_and([f'`{n}`' for n in far])}: {FAR_OFF_SAID}" if far else ""
+    read_only += f" was {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a){flag})"
     refs = [c for c in columns[1:] if "sharedctypes" in c.medians and "shared_memory" in c.medians]
     if refs:
         read_only += f" and, in the reference, {_ranked_by_size(refs, 'sharedctypes', 'shared_memory')}"
@@ -933,7 +943,7 @@ COPY_PER_TASK = ("pickle", "manager", "executor", "reducer_torch", "reducer_shar
 
 
 # What a way that does not copy per task does instead, when its fan-out is among the slowest.
-NOT_PER_TASK = {"joblib": "copies it once per call, inside the timed call (the others copy in setup)",
+NOT_PER_TASK = {"joblib": "copies it once per call, inside the timed call (the mapped ways copy in setup)",
                 "memmap_disk": "copies nothing per task but maps the file afresh in every task",
                 "memmap_tmpfs": ("copies nothing per task, with more page faults per read than disk "
                                  "(lesson 06)"),
@@ -949,23 +959,51 @@ def _range(ratios: Sequence[float], form: Callable[[float], str] = format_ratio)
     return f"{low}×" if low == high else f"{low}× to {high}×"
 
 
+# What a figure section 6 flags (``showdown_reference.far_off_rows``) carries wherever it is quoted.
+FAR_OFF_SAID = "far off the reference, section 6"
+
+
+def _reference_at(results: Sequence, references: Sequence):
+    """The reference of this run's size among ``references`` (``load_every_size``'s), or None."""
+    size = results[0].array_bytes if results else None
+    return next((r for r in references if getattr(r, "size_bytes", None) == size), None)
+
+
+def _far_off(results: Sequence, warm: float, references: Sequence, what: str) -> list[str]:
+    """The strategies whose ``what`` ("fan-out" or "round trip") section 6 flags as far off the
+    reference of this run's size (``showdown_reference.far_off_names``); [] without one."""
+    from helpers.bench.showdown_reference import far_off_names
+
+    return far_off_names(results, warm, _reference_at(results, references), what)
+
+
+def _flagged_range(ratios: dict[str, float], far: Sequence[str] = (),
+                   form: Callable[[float], str] = format_ratio) -> str:
+    """``_range`` of ``ratios`` (by strategy), each flagged way in it named with its figure and
+    ``FAR_OFF_SAID``: '4.6× to 17× (`joblib`'s 17×: far off the reference, section 6)'."""
+    text = _range(list(ratios.values()), form)
+    flagged = [name for name in ratios if name in far]
+    if len(ratios) == 1 and flagged:
+        return f"{text} ({FAR_OFF_SAID})"
+    if flagged:
+        said = "; ".join(f"`{name}`'s {form(ratios[name])}×: {FAR_OFF_SAID}" for name in flagged)
+        text += f" ({said})"
+    return text
+
+
 def _round_trips_against_floor_b(trip: dict[str, float], fresh_over_warm: float,
-                                  far: str | None = None) -> str:
+                                  far: Sequence[str] = ()) -> str:
     """The sentence on round trips by how the result comes back, in multiples of floor (b): pickled
     through a pipe, written into a result made at set-up, or through a new segment or Ray's store;
     the pipe's said to be the slowest only when ``NOISE_FACTOR`` or more above every other. ``far``:
-    a strategy whose round trip is far off the reference (``showdown_reference.far_off``), flagged
-    in its group."""
+    the strategies whose round trip is far off the reference (``showdown_reference.far_off_names``),
+    each flagged in its group."""
     pickled = [name for name in RESULT_PICKLED_BACK if name in trip]
     in_place = [name for name in RESULT_WRITTEN_IN_PLACE if name in trip]
     stored = [name for name in RESULT_IN_NEW_STORE if name in trip]
 
     def span(names: list[str]) -> str:
-        text = _range([trip[name] / fresh_over_warm for name in names])
-        if far in names and len(names) > 1:
-            text += (f" (`{far}`'s {format_ratio(trip[far] / fresh_over_warm)}×: far off the reference, "
-                     "section 6)")
-        return text
+        return _flagged_range({name: trip[name] / fresh_over_warm for name in names}, far)
 
     parts = []
     if pickled:
@@ -999,30 +1037,56 @@ def _round_trips_against_floor_b(trip: dict[str, float], fresh_over_warm: float,
     return text + "."
 
 
-def _reference_disagrees(name: str, beaten: list[str], times: float, reference) -> str:
-    """' (the reference at 16 MiB: 2.1×; rerun before you rank this gap)'
-    when the reference at this size (``showdown_reference.Reference`` or None) puts ``name`` less than
-    ``NOISE_FACTOR`` above ``beaten``, or this run's gap (``times``) is ``NOISE_FACTOR`` or more times
-    the reference's; "" otherwise, or when the reference lacks one of them."""
+def _reference_disagrees(name: str, bands: list[tuple[list[str], float]], reference) -> str:
+    """' (the reference at 16 MiB: `joblib` 15.1×, `manager` 29.5×; rerun before you rank this gap)':
+    for each band of ways ``name`` beat here (``times``: this run's gap to the band's slowest), the
+    band's slowest there named with ``name`` when the reference at this size
+    (``showdown_reference.Reference`` or None) puts ``name`` less than ``NOISE_FACTOR`` above it, or this
+    run's gap is ``NOISE_FACTOR`` or more times the reference's; "" when no band's is, or the reference
+    lacks them."""
     medians = getattr(reference, "fan_out_ran", None) or {}
-    if name not in medians or not all(p in medians for p in beaten):
+    if name not in medians:
         return ""
-    there = medians[name] / max(medians[p] for p in beaten)
-    if there >= NOISE_FACTOR and times < NOISE_FACTOR * there:
+    compared = []
+    for band, times in bands:
+        if not all(p in medians for p in band):
+            continue
+        top = max(band, key=medians.__getitem__)
+        there = medians[name] / medians[top]
+        if there < NOISE_FACTOR or times >= NOISE_FACTOR * there:
+            compared.append(top)
+    if not compared:
         return ""
-    return (f" (the reference at {format_bytes(reference.size_bytes)}: {_factor(there)}×; rerun before you "
-            "rank this gap)")
+    values = ", ".join(f"`{n}` {medians[n]:.3g}×" for n in [name, *compared])
+    return (f" (the reference at {format_bytes(reference.size_bytes)}: {values}; rerun before you rank "
+            f"{'this gap' if len(compared) == 1 else 'these gaps'})")
+
+
+def _bands(ratios: dict[str, float]) -> list[list[str]]:
+    """``ratios``' names, lowest ratio first, in bands one phrase can say: those under
+    1.1 × ``NOISE_FACTOR`` ('about 2×'), then runs within ``NOISE_FACTOR`` of their band's lowest
+    ('at least 12×'); never 2× and 12× under one phrase."""
+    bands: list[list[str]] = []
+    for name in sorted(ratios, key=ratios.__getitem__):
+        low = ratios[bands[-1][0]] if bands else None
+        if (low is not None and ratios[name] < NOISE_FACTOR * low
+                and (low < 1.1 * NOISE_FACTOR) == (ratios[name] < 1.1 * NOISE_FACTOR)):
+            bands[-1].append(name)
+        else:
+            bands.append([name])
+    return bands
 
 
 def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_workers: int = 0,
-                reference=None) -> str:
+                reference=None, far: Sequence[str] = ()) -> str:
     """Whether the lesson's hypothesis held on the fan-outs ``fan`` (× floor (a)): are the ways that
     copy the array per task the slowest? Only gaps of ``NOISE_FACTOR`` or more rank (section 5's
     rule): the per-task ways that took that much longer than every other way; each other way that
     took that much longer than a per-task way, with what it does instead (``NOT_PER_TASK``); the
     per-task ways and other ways within ``NOISE_FACTOR`` of each other, not ranked. joblib among the
     slower is split into its dump alone (``joblib_dump``, × floor (a), timed apart:
-    ``time_joblib_dump``) and the rest of its call."""
+    ``time_joblib_dump``) and the rest of its call. ``far``: the ways whose fan-out section 6 flags,
+    each quoted with ``FAR_OFF_SAID``; a verdict resting on them alone says so."""
     per_task = [name for name in COPY_PER_TASK if name in fan]
     others = [name for name in fan if name not in per_task]
     if not per_task or not others:
@@ -1039,8 +1103,11 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
     def or_per_read(names) -> str:  # what the per-task ways copy: manager's per read
         return " or per read" if "manager" in names and len(names) > 1 else ""
 
+    def figure(name: str) -> str:
+        return f"{fan[name]:.3g}×" + (f": {FAR_OFF_SAID}" if name in far else "")
+
     def listed(names: list[str]) -> str:
-        text = joined([f"`{name}`" + ("" if name in said else f" ({fan[name]:.3g}×)") for name in names])
+        text = joined([f"`{name}`" + ("" if name in said else f" ({figure(name)})") for name in names])
         said.update(names)
         return text
 
@@ -1055,6 +1122,9 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
     tied = by_time({p for p, _ in near_pairs})
     verdict = ("**The hypothesis held**" if not behind else "**The hypothesis held in part**" if ahead
                else "**The hypothesis did not hold**" if above else "**No verdict on the hypothesis**")
+    rests = ahead or above  # the ways the verdict rests on
+    if rests and all(name in far for name in rests):
+        verdict += f", on {joined([f'`{name}`' for name in rests])} alone: rerun before you trust it"
     sentences = []
     if ahead:
         times = min(fan[name] for name in ahead) / fan[top_other]
@@ -1065,16 +1135,18 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
     said_after: set[str] = set()  # the caveat on ray_by_value's pages, said once
     for name in above[:2]:  # the two slowest, each with what it does; the rest named after them
         beaten = [p for p in behind if slower(name, p)]
-        times = fan[name] / max(fan[p] for p in beaten)
+        times = {p: fan[name] / fan[p] for p in beaten}
+        bands = [(band, times[band[0]]) for band in _bands(times)]  # each gap said by its own ratio
         does = NOT_PER_TASK.get(name, "copies nothing per task")
-        how_long = (f"about {NOISE_FACTOR:g}× as long as" if times < 1.1 * NOISE_FACTOR
-                    else f"at least {_at_least(times)}× as long as")  # no hair's-breadth verdict
-        text = (f"{listed([name])}, which {does}, took {how_long} "
-                f"{listed(beaten)}, which {_verb(beaten, 'copies', 'copy')} it per task")
+        text = f"{listed([name])}, which {does}, took "
+        text += _and([(f"about {NOISE_FACTOR:g}× as long as" if low < 1.1 * NOISE_FACTOR
+                       else f"at least {_at_least(low)}× as long as")  # no hair's-breadth verdict
+                      + f" {listed(band)}" for band, low in bands])
+        text += f", which {_verb(beaten, 'copies', 'copy')} it per task"
         if "ray_by_value" in beaten and RAY_MEASURED in fan and "ray_by_value" not in said_after:
             said_after.add("ray_by_value")
             text += RAY_AFTER_PUT
-        sentences.append(text + _reference_disagrees(name, beaten, times, reference))
+        sentences.append(text + _reference_disagrees(name, bands, reference))
     if len(above) > 2:
         sentences.append(f"so did {joined([f'`{name}`' for name in above[2:]])}, beside a way that copies "
                          "per task (plot above)")
@@ -1082,7 +1154,7 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
     for p in tied:
         groups.setdefault(tuple(by_time(o for q, o in near_pairs if q == p)), []).append(p)
     for whom, group in groups.items():
-        span = "" if len(whom) < 2 else f" ({_range([fan[o] for o in whom], lambda r: f'{r:.3g}')})"
+        span = "" if len(whom) < 2 else f" ({_flagged_range({o: fan[o] for o in whom}, far, _table)})"
         does = "" if "joblib" in whom else f", which {_verb(whom, 'copies', 'copy')} nothing per task"
         names = joined([f"`{o}`" for o in whom])  # named, however many (cold read 11b)
         gap = min(max(fan[p], fan[o]) / min(fan[p], fan[o]) for p in group for o in whom)  # all near 2x?
@@ -1101,7 +1173,8 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
     text = f" {verdict} (fan-outs, × floor (a)):" + "".join(f"\n  - {sentence}." for sentence in sentences)
     if "executor" in fan and n_workers and fan["executor"] > 2 * n_workers:
         # its copies go into warm pooled segments, about floor (a) each; not counted here (the exercise's)
-        text += (f"\n  - `executor`'s {fan['executor']:.3g}× is mostly a fixed cost per submit: its "
+        flag = f" ({FAR_OFF_SAID})" if "executor" in far else ""
+        text += (f"\n  - `executor`'s {fan['executor']:.3g}×{flag} is mostly a fixed cost per submit: its "
                  f"{n_workers} copies into warm pooled segments take about 1× floor (a) each (lesson 08).")
     return text
 
@@ -1176,17 +1249,15 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing], joblib_du
     trip = {name: r.round_trip.median / warm for name, r in done.items() if r.round_trip is not None}
     if len(fan) < 2 or len(trip) < 2:
         return "*What to see:* too few strategies ran here to compare."
-    from helpers.bench.showdown_reference import far_off
-
     dump = None if joblib_dump is None else joblib_dump.median / warm
-    reference = next((r for r in references if r.size_bytes == results[0].array_bytes), None)
-    row = None if reference is None else far_off(results, warm, reference)
-    far = row[0].split("`")[1] if row and row[0].endswith("round trip") else None
-    trips = _round_trips_against_floor_b(trip, fresh / warm, far)
+    reference = _reference_at(results, references)
+    far_trips = _far_off(results, warm, references, "round trip")
+    trips = _round_trips_against_floor_b(trip, fresh / warm, far_trips)
     threads = _threads_round_trip(done, fresh).strip()
     if trips and threads:
         trips = trips[:-1] + ".\n  - " + threads
-    hypothesis = _hypothesis(fan, dump, min((r.n_workers for r in done.values()), default=0), reference)
+    hypothesis = _hypothesis(fan, dump, min((r.n_workers for r in done.values()), default=0), reference,
+                             _far_off(results, warm, references, "fan-out"))
     if f"`ray_by_value` ran after `{RAY_MEASURED}`" in trips:  # said once is enough
         hypothesis = hypothesis.replace(RAY_AFTER_PUT, "")
     parts = [trips, _under_floor_a(fan), hypothesis]
@@ -1213,30 +1284,41 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing], referen
     it per task into shared memory, × floor (a), as ranges (no ranking claimed); the round trips pickled back
     against those written in place, × floor (b), as bounds (one far-off run moves no bound). Each line
     only where its ways ran and its gap is ``NOISE_FACTOR`` or more; no memory figure (the exercise's
-    answer). ``references``: ``showdown_reference.load_every_size``'s, for ``_put_once_outside``."""
+    answer). ``references``: ``showdown_reference.load_every_size``'s, for ``_put_once_outside`` and
+    the figures section 6 flags, quoted with that flag (``FAR_OFF_SAID``)."""
     warm, fresh = floors[0].median, floors[1].median
     done = ran(results)
     fan = {name: r.fan_out.median / warm for name, r in done.items() if r.fan_out is not None}
     trip = {name: r.round_trip.median / fresh for name, r in done.items() if r.round_trip is not None}
+    far_fan, far_trip = (_far_off(results, warm, references, what) for what in ("fan-out", "round trip"))
+
+    def span(names: list[str]) -> str:
+        return _flagged_range({n: fan[n] for n in names}, far_fan, _table)
+
+    def bound(value: float, name: str) -> str:  # a round trip's bound, flagged when a flagged way sets it
+        return f"{format_ratio(value)}×" + (f" (`{name}`: {FAR_OFF_SAID})" if name in far_trip else "")
     lines = []
     piped = [name for name in PIPED_PER_TASK if name in fan]
     mapped = [name for name in RESULT_WRITTEN_IN_PLACE if name in fan]
     if piped and mapped and min(fan[n] for n in piped) >= NOISE_FACTOR * max(fan[n] for n in mapped):
         text = (f"- Pickling per task is dear: per fan-out, {' and '.join(f'`{n}`' for n in piped)} took "
-                f"{_range([fan[n] for n in piped], _table)} floor (a); one shared copy, mapped, "
-                f"{_range([fan[n] for n in mapped], _table)}"
+                f"{span(piped)} floor (a); one shared copy, mapped, {span(mapped)}"
                 f"{_put_once_outside(results, floors, references)}.")
         shared = [name for name in COPY_PER_TASK_SHARED if name in fan]
         if shared:  # a copy per task, but into shared memory: no pickle, no pipe
             text = (text[:-1] + "; a copy per task into shared memory (" + ", ".join(f"`{n}`" for n in shared)
-                    + f"), {_range([fan[n] for n in shared], _table)}.")
+                    + f"), {span(shared)}.")
             slowest_mapped = max(fan[n] for n in mapped)
             if max(fan[n] for n in shared) < NOISE_FACTOR * slowest_mapped:  # section 3's rule: not ranked
                 text = text[:-1] + f", within {NOISE_FACTOR:g}× of the slowest mapped way (not ranked)."
+        sections = "section 3"
         if "joblib" in fan:  # one dump per call, inside the timed call: none of the groups above
             text = text[:-1] + (f"; `joblib`, one dump per call inside the timed call, "
                                 f"{_table(fan['joblib'])}×.")
-        lines.append(text[:-1] + " (section 3).")
+            if "joblib" in far_fan:  # section 6's flag, where the line's last figure is the flagged one
+                text = text[:-1] + ", far off the reference: rerun before you trust it."
+                sections = "sections 3 and 6"
+        lines.append(text[:-1] + f" ({sections}).")
     late = [name for name in LATE_START if name in fan and done[name].setup_s is not None]
     if late:  # their start-up, untimed in the fan-out, is where send_once pays its copies
         def paid(n: str) -> str:
@@ -1251,10 +1333,10 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing], referen
     back = [name for name in RESULT_PICKLED_BACK if name in trip]
     in_place = [name for name in RESULT_WRITTEN_IN_PLACE if name in trip]
     if back and in_place and min(trip[n] for n in back) >= NOISE_FACTOR * max(trip[n] for n in in_place):
+        low, high = min(back, key=trip.__getitem__), max(in_place, key=trip.__getitem__)
         lines.append(f"- Share the result too: pickled back through a pipe it took at least "
-                     f"{format_ratio(min(trip[n] for n in back))}× floor (b); written into a segment or file "
-                     f"made beforehand (untimed), at most {format_ratio(max(trip[n] for n in in_place))}× "
-                     "(section 3).")
+                     f"{bound(trip[low], low)} floor (b); written into a segment or file "
+                     f"made beforehand (untimed), at most {bound(trip[high], high)} (section 3).")
     return "\n".join(lines)
 
 

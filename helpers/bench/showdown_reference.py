@@ -239,6 +239,12 @@ def far_off_rows(results: Sequence, warm: float, reference: Reference | str | No
                   reverse=True)
 
 
+def far_off_names(results: Sequence, warm: float, reference: Reference | str | None, what: str) -> list[str]:
+    """The strategies whose ``what`` ("fan-out" or "round trip") is one of ``far_off_rows``, furthest
+    first: the flag every place that quotes such a figure carries."""
+    return [row.split("`")[1] for row in far_off_rows(results, warm, reference) if row.endswith(what)]
+
+
 def _far_off(results: Sequence, warm: float, reference: Reference) -> str:
     """'. `joblib`'s round trip ran 6.8× the reference's ratio, 2.6 times the median: rerun before you
     trust it' for ``far_off``'s row; "" when there is none."""

@@ -223,7 +223,7 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
     late = [*BLOG_LIKE[:-1], _result("ray_by_value", 0.005), _result("joblib", 0.8)]
     assert ("**The hypothesis did not hold** (fan-outs, × floor (a)):\n  - "
             "`joblib` (800×), which copies it once "
-            "per call, inside the timed call (the others copy in setup), took at least "
+            "per call, inside the timed call (the mapped ways copy in setup), took at least "
             "160× as long as `ray_by_value` (5×), which copies it per task "
             "(`ray_by_value` after `ray_object_store`, into its store pages).") \
         in showdown.time_what_to_see(late, FLOORS)
@@ -245,7 +245,7 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
             "which copy the array per task or per read, took 2.4× as long as `joblib`, the slowest way "
             "that does not copy per task, or longer.\n  - "
             "`joblib` (51.1×), "
-            "which copies it once per call, inside the timed call (the others copy in setup), "
+            "which copies it once per call, inside the timed call (the mapped ways copy in setup), "
             "took at least 2.3× as long as `ray_by_value` (21.5×) and "
             "`executor` (18.6×), which copy it per task.\n  - "
             "`ray_by_value` and `executor` are within 2× of `shared_memory`, "
@@ -255,7 +255,7 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
     loaded = [_result("joblib", 0.233, 0.233) if r.name == "joblib" else r for r in stored]
     assert ("**The hypothesis did not hold** (fan-outs, × floor (a)):\n  - "
             "`joblib` (233×), which copies it once "
-            "per call, inside the timed call (the others copy in setup), "
+            "per call, inside the timed call (the mapped ways copy in setup), "
             "took at least 10× as long as `ray_by_value` (21.5×) and `executor` (18.6×), which "
             "copy it per task.\n  - "
             "`pickle` (152×) and `manager` (123×) are within 2× of `joblib` (not ranked) "
@@ -267,7 +267,8 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
     # the reference at this size puts joblib only 2.1x over them: this run's gap is flagged
     class Reference:
         size_bytes, fan_out_ran = SIZE, {"joblib": 15.1, "ray_by_value": 7.19, "executor": 4.99}
-    assert ("which copy it per task (the reference at 4 MiB: 2.1×; rerun before you rank this gap)."
+    assert ("which copy it per task (the reference at 4 MiB: `joblib` 15.1×, `ray_by_value` 7.19×; rerun "
+            "before you rank this gap)."
             in showdown.time_what_to_see(loaded, FLOORS, references=[Reference()]))
     close = [r for r in stored if r.name not in ("pickle", "manager", "joblib")]
     assert "**No verdict on the hypothesis**" in showdown.time_what_to_see(close, FLOORS)
@@ -778,3 +779,67 @@ def test_the_takeaway_names_ray_put_once_where_it_falls_outside_the_mapped_range
     assert "11.7× (`ray_object_store`, put once, 17.6×) (section 3)." in alone
     inside = [*run[:-1], _result("ray_object_store", 0.005)]
     assert "ray_object_store" not in showdown.takeaways_markdown(inside, FLOORS, references)
+
+
+# Lesson 11's run at 4c5e3fc (16 MiB, 2 workers), × floor (a) = ms here, with the 16 MiB reference of
+# vm-2026-11-26: joblib's fan-out ran 12 times the reference's ratio, 4.8 times the median (section 6).
+L11_RUN = (("threads", 0.881, 0.912), ("pickle", 114, 143), ("send_once", 5.88, 77.1), ("manager", 85.7, 144),
+           ("fork_cow", 7.38, 71), ("sharedctypes", 4.51, 2.5), ("memmap_disk", 6.22, 13.8),
+           ("memmap_tmpfs", 13, 14), ("joblib", 181, 259), ("shared_memory", 7.27, 14.1),
+           ("executor", 12.6, 27), ("ray_object_store", 5.98, 21.8), ("ray_by_value", 14.5, 12.9))
+L11_THERE = (("threads", 1.04, 1), ("pickle", 32.6, 69.3), ("send_once", 1.76, 79.9), ("manager", 29.5, 44.1),
+             ("fork_cow", 1.5, 123), ("sharedctypes", 1.87, 2.56), ("memmap_disk", 2.92, 5.6),
+             ("memmap_tmpfs", 3.25, 4.51), ("joblib", 15.1, 37), ("shared_memory", 4.22, 4.17),
+             ("executor", 4.99, 9.23), ("ray_object_store", 3.43, 7.67), ("ray_by_value", 7.19, 6.91))
+
+
+def _l11(fan_scale: dict | None = None):
+    from pathlib import Path
+
+    from helpers.bench.showdown_reference import Reference
+    scale = fan_scale or {}
+    run = [_result(name, fan / 1000 * scale.get(name, 1), trip / 1000) for name, fan, trip in L11_RUN]
+    there = Reference(Path("vm-2026-11-26-strategies.json"), "vm", "", SIZE, 2, 0.001,
+                      {name: fan for name, fan, _ in L11_THERE},
+                      {name: trip for name, _, trip in L11_THERE}, {})
+    return run, [there]
+
+
+def test_each_gap_of_the_verdict_is_said_by_its_own_ratio_and_a_far_off_way_carries_its_flag():
+    """Cold read 11 at 4c5e3fc: joblib (181×) 'took about 2× as long as manager (85.7×), ray_by_value
+    (14.5×) and executor (12.6×)', where the last two gaps are 12.5× and 14.4×; the reference note
+    '0.51×' named nothing; the verdict and the takeaway quoted joblib bare, though section 6 flags it."""
+    assert showdown._bands({"manager": 2.11, "ray_by_value": 12.5, "executor": 14.4}) == [
+        ["manager"], ["ray_by_value", "executor"]]
+    assert showdown._bands({"a": 2.3, "b": 4.5, "c": 4.7}) == [["a", "b"], ["c"]]
+    run, references = _l11()
+    text = showdown.time_what_to_see(run, FLOORS, references=references)
+    assert ("**The hypothesis did not hold**, on `joblib` alone: rerun before you trust it (fan-outs, × "
+            "floor (a)):\n  - `joblib` (181×: far off the reference, section 6), which copies it once per "
+            "call, inside the timed call (the mapped ways copy in setup), took about 2× as long as `manager` "
+            "(85.7×), and at least 12× as long as `ray_by_value` (14.5×) and `executor` (12.6×), which copy "
+            "it per task") in text
+    assert ("(the reference at 4 MiB: `joblib` 15.1×, `manager` 29.5×, `ray_by_value` 7.19×; rerun before "
+            "you rank these gaps).") in text
+    # its round trip, flagged too, tops the pipe's range
+    assert "(`joblib`'s 43×: far off the reference, section 6)" in text
+    takeaway = showdown.takeaways_markdown(run, FLOORS, references)
+    assert ("; `joblib`, one dump per call inside the timed call, 181×, far off the reference: rerun "
+            "before you trust it (sections 3 and 6).") in takeaway
+    # without a reference, nothing is flagged: quoted as measured
+    assert "far off" not in showdown.time_what_to_see(run, FLOORS) + showdown.takeaways_markdown(run, FLOORS)
+    assert "**The hypothesis did not hold** (fan-outs" in showdown.time_what_to_see(run, FLOORS)
+    # a joblib in line with the reference: no flag, and the verdict stands without a caveat
+    typical, references = _l11({"joblib": 0.3})
+    text = showdown.time_what_to_see(typical, FLOORS, references=references)
+    assert "far off" not in text.split("**The hypothesis")[1] and "alone" not in text
+    # joblib over pickle, flagged where the check cell quotes it; the guide's figures where flagged
+    slow, references = _l11({"joblib": 2})
+    assert showdown.joblib_against_pickle(slow, FLOORS, references) == (
+        " joblib (a dump per call) took 3.2× pickle's time here (`joblib`: far off the reference, "
+        "section 6).")
+    assert showdown.joblib_against_pickle(slow) == " joblib (a dump per call) took 3.2× pickle's time here."
+    far_ctypes, references = _l11({"sharedctypes": 5})
+    columns = showdown.claims_by_size(far_ctypes, references)
+    guide = showdown.guide_markdown(far_ctypes, FLOORS, columns, references)
+    assert "(22.6× against 7.27× floor (a); `sharedctypes`: far off the reference, section 6)" in guide
