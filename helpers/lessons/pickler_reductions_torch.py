@@ -140,7 +140,7 @@ LABELS = {
 def format_ratio(value: float) -> str:
     """A ratio to two significant digits (what a median of a few runs supports), trailing zeros
     kept so that a column reads evenly ('1.0', '0.090'), without an exponent from 10 up: '150'."""
-    if value >= 10:
+    if float(f"{value:.2g}") >= 10:  # 9.97 too: '10', not '10.'
         return f"{float(f'{value:.2g}'):,.0f}"
     return f"{value:#.2g}"
 

@@ -67,8 +67,9 @@ def test_kept_torch_free_arrays_hold_one_open_file_each_before_python_3_13_and_n
 
 
 def test_ratios_keep_two_significant_digits_with_their_trailing_zeros():
-    assert [pickler_reductions_torch.format_ratio(value) for value in (150.3, 6.5, 1.0, 0.0904, 0.00039)] == [
-        "150", "6.5", "1.0", "0.090", "0.00039"]
+    values = (150.3, 9.97, 6.5, 1.0, 0.0904, 0.00039)  # 9.97: '10', not '10.'
+    assert [pickler_reductions_torch.format_ratio(value) for value in values] == [
+        "150", "10", "6.5", "1.0", "0.090", "0.00039"]
 
 
 def test_the_reveal_table_names_each_expression_shared_or_copied_each_way(measured):
