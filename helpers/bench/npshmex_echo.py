@@ -104,7 +104,7 @@ def _reading(by: dict, sizes: list[int]) -> str:
             "as long as ours. npshmex makes new segments for the argument and the result every call, so it "
             f"stayed at {min(npshmex):.3g}× floor (a) or more; ours reuses the argument's and, for an echo, "
             f"makes none for the result: warm, it fell to {ours_at_largest:.3g}× floor (a) at "
-            f"{largest >> 20} MiB, one copy into a warm segment plus a message.{below}")
+            f"{largest >> 20} MiB, a warm copy plus a message.{below}")
 
 
 def _newest_rows(folder: Path | None) -> tuple[Path, dict, list[int]] | None:
@@ -139,16 +139,6 @@ def reference_table(folder: Path | None = None) -> str:
         over = "-" if ours is None else f"{format_ratio(npshmex['median_s'] / ours['median_s'])}×"
         lines.append(f"| {size >> 20} MiB | " + " | ".join(cells) + f" | {over} |")
     return "\n".join(lines + ["", _reading(by, sizes)])
-
-
-def ours_warm_ratios(folder: Path | None = None) -> dict[int, float]:
-    """The "ours, warm" column of ``reference_table``: our warm echo as a multiple of floor (a), by
-    size in bytes, from the same file; empty when there is none."""
-    found = _newest_rows(folder)
-    if found is None:
-        return {}
-    _, by, sizes = found
-    return {size: by["ours_warm", size]["ratio_to_warm_floor"] for size in sizes if ("ours_warm", size) in by}
 
 
 if __name__ == "__main__":

@@ -167,7 +167,6 @@ def test_the_npshmex_table_reads_the_newest_transport_results_that_have_its_rows
     from helpers.bench import npshmex_echo
 
     assert "No transport results with npshmex's rows" in npshmex_echo.reference_table(tmp_path)
-    assert npshmex_echo.ours_warm_ratios(tmp_path) == {}
     medians = {"npshmex_echo": 0.040, "ours_warm": 0.004, "stdlib_echo": 0.030}
     rows = [{"name": name, "size_bytes": 10 * MiB, "median_s": s, "ratio_to_warm_floor": s / 0.002}
             for name, s in medians.items()]
@@ -178,7 +177,6 @@ def test_the_npshmex_table_reads_the_newest_transport_results_that_have_its_rows
     assert "| 10 MiB | 20× | 2× | 15× | 10× |" in table
     assert "npshmex took 10× to 10× as long as ours" in table and "stayed at 20× floor (a)" in table
     assert "under 1" not in table  # ours at 2× its floor: nothing to explain
-    assert npshmex_echo.ours_warm_ratios(tmp_path) == {10 * MiB: 2.0}  # the table's column
     rows[1]["ratio_to_warm_floor"] = 0.96
     (tmp_path / "vm-2026-11-27-transport-npshmex.json").write_text(json.dumps({"rows": rows}))
     table = npshmex_echo.reference_table(tmp_path)
