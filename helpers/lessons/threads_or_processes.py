@@ -329,7 +329,8 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     speed-up was measured with CPUs to spare (``calm``): speed-ups on fastest runs and on medians; the
     Python loop's processes judged on their own control (nothing sent: what a GIL each buys), and set
     against its threads on fastest runs and on medians; the share of one worker's time that summing takes
-    (its control's time over the time with the chunk received), for each sum. The control counts as proof
+    (its control's time over the time with the chunk received), for each sum, and whether NumPy's workers
+    saved more than its whole sum (then unpickling overlapped the next send too). The control counts as proof
     of free CPUs only while the tree's threads waiting for a CPU stayed at most ``wait_limit`` at once on
     average (default: a quarter of the workers)."""
     n = max(next(iter(by.values())).timings)
@@ -348,9 +349,10 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
     per_element = (one[threads_py] / python_bytes) / (one[threads_np] / array_bytes)
     slower = fastest[processes_py] > fastest[threads_py]
     summing = {"numpy": one[control] / one[processes_np], "loop": one[loop_control] / one[processes_py]}
-    # the loop's sum is a real share of a send and `np.sum`'s is not: overlap explains the loop's speed-up
-    overlaps = (loop_control != control and usable_cpus >= n >= 2 and up[processes_py] > up[processes_np]
-                and summing["numpy"] < 0.1 <= summing["loop"])
+    loop_share = loop_control != control  # the loop's summing share, where its own control measured it
+    # saving more than the whole sum takes means more than the sum overlapped the next send (as printed)
+    saved = shown(one[processes_np]) - shown(fastest[processes_np])
+    unpickling_overlapped = usable_cpus >= n >= 2 and saved > shown(one[control])
 
     def waited(key):  # why a speed-up is not judged on this run, if it is not
         return ("" if calm.get(key, True) else
@@ -394,14 +396,15 @@ def scaling_conclusion(by: Mapping[tuple[str, str], Scaling], calm: Mapping[tupl
         f"- **NumPy, processes:** **{send_cost:.0f}×** as long as threads; {n} workers "
         + (f"sped them up {'only ' * (up[processes_np] < 0.75 * n)}{up[processes_np]:.2f}×"
            if up[processes_np] >= 1 else f"made them no faster ({up[processes_np]:.2f}×)")
-        + ". This process's *feeder thread* pickles and writes the chunks into the pool's one pipe in turn "
-        "([lesson 02](02_pickle_baseline.ipynb) times each stage). "
-        f"Summing alone was {_share(summing['numpy'])} of one worker's time "
+        + ". This process's *feeder thread* pickles and writes the chunks into the pool's one pipe in turn: "
+        "only what a worker does after receiving, unpickling ([lesson 02](02_pickle_baseline.ipynb) times "
+        "`pickle.loads`) and summing, can overlap the next send. "
+        f"Summing was {_share(summing['numpy'])} of one worker's time "
         f"({format_seconds(one[control])} of {format_seconds(one[processes_np])})"
         + (f", the loop's {_share(summing['loop'])} ({format_seconds(one[loop_control])} of "
-           f"{format_seconds(one[processes_py])}): with {n} workers, one's loop runs while the next chunk is "
-           f"sent, hence the loop's {up[processes_py]:.2f}× against NumPy's {up[processes_np]:.2f}×"
-           if overlaps else "") + ".",
+           f"{format_seconds(one[processes_py])})" if loop_share else "") + "."
+        + (f" NumPy's {n} workers saved {format_seconds(saved)}, more than its whole sum: unpickling "
+           "overlapped too." if unpickling_overlapped else ""),
         "",
         f"Per float, one thread's Python loop (on {format_bytes(python_bytes)}) took "
         f"{_ns(one[threads_py] / python_floats)} ns, `np.sum` (on {format_bytes(array_bytes)}) "
