@@ -29,6 +29,7 @@ from helpers.lessons import workers
 from helpers.lessons.exercises import Exercise
 from helpers.measure import memory
 from helpers.measure.timing import Timing, time_it
+from helpers.measure.units import format_seconds
 
 # How ``sum_server`` sends each array (see ``sum_arrays_received``).
 PICKLED = "pickled"  # Connection.send(array): ForkingPickler, the default protocol
@@ -523,6 +524,64 @@ def against_bytes(speed_ups: Sequence[float], bytes_ratio: float, margin: float 
     if max(relative) < 1 / margin:
         return f"less than {fewer}"
     return f"about {bytes_ratio:.0f}×, as {fewer} predict"
+
+
+def shown(seconds: float) -> float:
+    """A duration as printed (``format_seconds``), in seconds: differences of printed figures agree."""
+    value, unit = format_seconds(seconds).split()[:2]
+    return float(value) * {"min": 60, "s": 1, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}[unit]
+
+
+HUGE_PAGES = "2 MiB huge pages, which fault far fewer times"  # than the fresh floor's 4 KiB pages (lesson 00)
+
+
+def loads_against_fresh(loads: Timing, fresh: float) -> str:
+    """``pickle.loads`` (seconds) against the fresh floor, by its runs as printed, for prose: huge pages
+    are named only when every run came in under the floor."""
+    runs, floor = [shown(run) for run in loads.runs], shown(fresh)
+    if max(runs) < floor:
+        return f"under the fresh floor in every run: its new memory may have come as {HUGE_PAGES}"
+    if min(runs) < floor:
+        return "about the fresh floor (its runs straddle it)"
+    return f"{loads.median / fresh:.1f}× the fresh floor"
+
+
+def trip_against_floors(trip: Timing, warm: float, fresh: float, work: float) -> str:
+    """A round trip read straight into a new NumPy array (seconds) against its copies at the floors: into
+    the pipe (warm; it can overlap the rest), out into the array (fresh), then ``work`` (the sum).
+    Compared as printed; huge pages are named when a run beat what no overlap can hide."""
+    alone = shown(fresh) + shown(work)  # the copy into the new array, then the sum: no overlap hides them
+    copies = shown(warm) + alone
+    median, pages = shown(trip.median), f": the new array's pages may come as {HUGE_PAGES}"
+    if shown(trip.min) < shown(fresh):
+        return (f"; its fastest run ({format_seconds(trip.min)}) beat even one copy at the fresh floor "
+                f"({format_seconds(fresh)})" + pages)
+    if median < alone:
+        return f", under its copy at the fresh floor and the sum alone ({format_seconds(alone)})" + pages
+    at_floors = f"its two copies and the sum at the floors ({format_seconds(copies)})"
+    if median < copies:
+        return f", {format_seconds(copies - median)} under {at_floors}: its copy into the pipe overlaps them"
+    return f": {format_seconds(median - copies)} more than {at_floors}"
+
+
+def reader_share(stage: float, trip: float, fresh: float, left: float) -> str:
+    """How much of ``left`` (seconds: section 2's pipe stage through the big pipe, ``stage``, beyond its
+    copies at the floors) was ``recv_bytes``, for prose: what reading straight into the array (``trip``:
+    one copy fewer, about ``fresh`` at most, and a sum more) saved beyond that copy, as printed."""
+    saved = shown(stage) - shown(trip)
+    beyond_copy = saved - shown(fresh)
+    left_words = f"its {format_seconds(left)} beyond the floors"
+    if saved <= 0:
+        return (f"Section 2's stage through that pipe took no longer than this trip: {left_words} "
+                "was not the reader. ")
+    head = (f"Section 2's stage through that pipe took {format_seconds(saved)} more than this trip "
+            f"with one copy fewer ({format_seconds(fresh)} at the fresh floor): ")
+    reader = "`recv_bytes`, multiprocessing's reader. "
+    if beyond_copy >= 0.5 * left:
+        return head + f"most of {left_words} was {reader}"
+    if beyond_copy > 0:
+        return head + f"part of {left_words} was {reader}"
+    return head + f"reading straight in saved no more than that copy, so {left_words} was not the reader. "
 
 
 def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: float, array_bytes: int):
