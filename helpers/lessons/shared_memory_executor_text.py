@@ -15,7 +15,7 @@ import sys
 from helpers.lessons.shared_memory_executor import CallAndParts, NewResultParts, RoundTrips
 from helpers.lessons.shared_memory_tables import about
 from helpers.measure.timing import Timing
-from helpers.measure.units import format_bytes, format_seconds
+from helpers.measure.units import format_bytes, format_seconds, shown
 
 TREND_MARGIN = 1.1  # the takeaway's two sizes: a ratio to floor (a) this much higher is "more times"
 
@@ -51,15 +51,22 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
                             parts: CallAndParts, array_bytes: int, small_bytes: int) -> str:
     """Section 5's *What to see* (three paragraphs, medians as in the figure) and conclusion: the
     stdlib's warm echo against ours and floor (a), a first call against its new segment and copy
-    alone (``first_segments``, timed in turns with the first calls); echoes already shared at two
+    alone (``first_segments``, timed in turns with the first calls; of its excess, an echo already
+    shared prices the message and the attach, the rest is not timed apart); echoes already shared at two
     sizes; a sum read by the worker, and ``x + 1`` against its parts (a sum's call less the sum,
     ``x + 1`` here, section 2's new segment made and unlinked)."""
     extra = firsts.median - first_segments.median  # a first call less its segment and copy alone
     spread = max(firsts.iqr, first_segments.iqr)
     iqrs = f" (IQR {format_seconds(firsts.iqr)})", f" (IQR {format_seconds(first_segments.iqr)})"
-    added = (f": equal within their spread; the message ({format_seconds(ours.shared.median)}) does not show"
+    message = ours.shared.median  # an echo already shared: the message and the worker's attach
+    untimed = shown(extra) - shown(message)  # of the excess, as the page's figures subtract
+    added = (f": equal within their spread; the message ({format_seconds(message)}) does not show"
              if abs(extra) <= spread else
-             f"; the message and the worker's attach added {format_seconds(extra)}" if extra > 0 else
+             f"; it took {format_seconds(extra)} more: the message and the worker's attach (an echo already "
+             f"shared took {format_seconds(message)}, below) and {format_seconds(untimed)} not timed apart"
+             if untimed > 0 else
+             f"; it took {format_seconds(extra)} more, no more than an echo already shared "
+             f"({format_seconds(message)}, below): the message and the worker's attach" if extra > 0 else
              f"; the call came {format_seconds(-extra)} under them, more than their spread")
     beat_b = firsts.median < parts.new_segment.median
     bulk = (f" It beat floor (b) ({format_seconds(parts.new_segment.median)}): the pool reserves pages in "

@@ -54,7 +54,14 @@ def test_the_round_trips_paragraph_adds_up_the_parts_of_x_plus_one():
     slow_first = text.round_trips_what_to_see(trips, ours, small, ms(90, 90, 90), ALONE, new_parts,
                                               ms(148, 148, 148), parts(ms(102, 103, 104), ms(101, 102, 103)),
                                               128 * MiB, 8 * MiB)
-    assert "; the message and the worker's attach added 18 ms." in slow_first  # 90 - 72 ms
+    assert ("; it took 18 ms more: the message and the worker's attach (an echo already shared took 400 µs, "
+            "below) and 17.6 ms not timed apart.") in slow_first  # 90 - 72 ms; 18 - 0.4 ms
+    slow_echo = RoundTrips(0.08, ms(8, 8, 8), ms(20, 20, 20), ms(7, 7, 7))  # already shared: 20 ms
+    cheap_first = text.round_trips_what_to_see(trips, slow_echo, small, ms(90, 90, 90), ALONE, new_parts,
+                                               ms(148, 148, 148), parts(ms(102, 103, 104), ms(101, 102, 103)),
+                                               128 * MiB, 8 * MiB)
+    assert ("; it took 18 ms more, no more than an echo already shared (20 ms, below): the message and the "
+            "worker's attach.") in cheap_first  # nothing left untimed
     assert "took 148 ms warm (its result dropped, so its unlink is timed). Its parts, timed" in said
     assert "\n- the warm sum's call less the sum: 28 ms\n- `x + 1` here: 11 ms\n" in said  # 35 - 7 ms
     assert ("(section 2): 72 ms + 31 ms\n\nThey add up to 142 ms, against the call's 148 ms; 6 ms not "
@@ -78,8 +85,9 @@ def test_a_first_call_under_floor_b_and_a_whole_under_its_parts_are_said_plainly
     said = text.round_trips_what_to_see(trips, ours, small, FIRSTS, ms(68, 68, 68), new_parts,
                                         ms(137, 137, 137), call, 128 * MiB, 8 * MiB)  # copy_of 72 ms
     assert ("makes a segment: 75 ms (IQR 4 ms), against 68 ms (IQR 0 ns) for that segment and copy alone; "
-            "the message and the worker's attach added 7 ms. It beat floor (b) (79 ms): the pool "
-            "reserves pages in bulk, as `copy_of` does.") in said  # 75 against 79 ms
+            "it took 7 ms more: the message and the worker's attach (an echo already shared took 400 µs, "
+            "below) and 6.6 ms not timed apart. It beat floor (b) (79 ms): the pool reserves pages in bulk, "
+            "as `copy_of` does.") in said  # 75 against 79 ms
     assert "took 137 ms warm (its result dropped, so its unlink is timed)." in said
     assert ("against the call's 137 ms; the call came 4% under them, as far apart as "
             "two timings of one new segment (72 ms, section 2; 68 ms here).") in said
