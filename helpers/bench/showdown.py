@@ -13,7 +13,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from helpers.lessons.showdown_lesson import ONE_ARRAY, format_arrays
+from helpers.lessons.showdown_lesson import NEAR_ZERO, ONE_ARRAY, format_arrays
 from helpers.measure import plots
 from helpers.measure.leftovers import TEMP_PREFIX
 from helpers.measure.memory import GLIBC_MMAP_THRESHOLD_MAX
@@ -591,10 +591,32 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
         else:
             against = _this_run_against(here.claims[1], noisy[1], slowest in failed)
             if against == "as on the reference":
-                how = "so the claim fails, as on the reference; " + (lead if near else f"slowest {lead}")
+                how = "so the claim fails, as on the reference" + _where_it_failed(references) + "; " + (
+                    _slowest_near(here, slowest, near) if near else f"slowest {lead}")
             else:
                 how += f", {against}"
     return f"{text}. This run: {_factor(here.claims[1].factor)}×, {how}."
+
+
+def _where_it_failed(references: Sequence[ClaimColumn]) -> str:
+    """' at 16 MiB and 1 GiB (it held at 128 MiB)': the reference's sizes where the close-together claim
+    failed, and those where it held; "" when it failed at every size."""
+    held = [c for c in references if c.claims[1].holds]
+    if not held:
+        return ""
+
+    def sizes(columns: Sequence[ClaimColumn]) -> str:
+        names = [format_bytes(c.size_bytes) for c in columns]
+        return " and ".join(names) if len(names) == 2 else _and(names)
+    failed = [c for c in references if c.claims[1].holds is False]
+    return f" at {sizes(failed)} (it held at {sizes(held)})"
+
+
+def _slowest_near(column: ClaimColumn, slowest: str, near: Sequence[str]) -> str:
+    """"this run's slowest, `a` (5.2×) and `b` (4.1×), are within 2× of each other: not ranked"."""
+    names = [f"`{name}` ({_times_fastest([column], name)})" for name in (slowest, *near)]
+    listed = " and ".join(names) if len(names) == 2 else _and(names)
+    return f"this run's slowest, {listed}, are within {NOISE_FACTOR:g}× of each other: not ranked"
 
 
 CLOSE_BEHIND = 1.25  # a zero-copy way within this factor of the slowest one gets the reference's ratios too
@@ -819,6 +841,27 @@ def noise_note(results: Sequence, short: bool = False) -> str:
     return text + "."
 
 
+def pss_under_shm(results: Sequence) -> str:
+    """Markdown: each way whose PSS + reads under its shm + (a part over its whole, as printed), with
+    the gap between the two printed figures: within the PSS measure's noise where both read as the
+    same whole array (``_whole``), else not explained by this run; "" when none reads under."""
+    done, added = ran(results), added_arrays(results)
+    parts = []
+    for name, pss in added.items():
+        shm = (done[name].shm_added_bytes or 0) / done[name].array_bytes
+        gap = float(f"{shm:.2f}") - float(f"{pss:.2f}")  # as the table prints them
+        if shm < NEAR_ZERO or gap < 0.005:  # shm + ≈0: no part to compare
+            continue
+        text = (f"`{name}`'s PSS + ({format_arrays(pss)}) reads {gap:.2f} of an array under its shm + "
+                f"({format_arrays(shm)})")
+        parts.append(text + (": a gap within the PSS measure's noise (the processes' other memory moves "
+                             "between the idle and the holding window), so read both as one array"
+                             if _whole(pss) == _whole(shm) == 1 else
+                             f": a gap within the PSS measure's noise, so read both as {_whole(shm)} arrays"
+                             if _whole(pss) == _whole(shm) else ": a gap this run does not explain"))
+    return "; ".join(parts) + "." if parts else ""
+
+
 # The strategies that pickle the array (or unpickle it) in a process of the tree: at an array under
 # glibc's GLIBC_MMAP_THRESHOLD_MAX, the freed buffers stay in that process's heap for reuse.
 PICKLE_THE_ARRAY = ("pickle", "send_once", "manager", "joblib", "dask_by_value", "dask_scatter")
@@ -922,7 +965,8 @@ def memory_what_to_see(results: Sequence, references: Sequence) -> str:
              if groups[group]]
     text = "*What to see* (arrays added): " + "; ".join(parts) + "."
     kept = kept_buffers(results, references)
-    more = [noise_note(results, short=True), kept, server_copies(results, references, bool(kept))]
+    more = [noise_note(results, short=True), pss_under_shm(results), kept,
+            server_copies(results, references, bool(kept))]
     return " ".join([text, *(part for part in more if part)])
 
 
@@ -943,7 +987,7 @@ COPY_PER_TASK = ("pickle", "manager", "executor", "reducer_torch", "reducer_shar
 
 
 # What a way that does not copy per task does instead, when its fan-out is among the slowest.
-NOT_PER_TASK = {"joblib": "copies it once per call, inside the timed call (the mapped ways copy in setup)",
+NOT_PER_TASK = {"joblib": "copies it once per call",
                 "memmap_disk": "copies nothing per task but maps the file afresh in every task",
                 "memmap_tmpfs": ("copies nothing per task, with more page faults per read than disk "
                                  "(lesson 06)"),
@@ -1077,8 +1121,26 @@ def _bands(ratios: dict[str, float]) -> list[list[str]]:
     return bands
 
 
+def _new_pages_cause(joblib_fan: float, new_pages: tuple[float, Sequence[float]] | None,
+                     n_workers: int) -> str:
+    """Why joblib took longer than the executor, where this run's figures bear it out: its dump writes
+    new file pages, about floor (b) (``new_pages``: floor (b) × floor (a), and setup's copies into a
+    segment or file × floor (b), all within ``NOISE_FACTOR`` of it), at least ``NOISE_FACTOR`` times
+    the executor's ``n_workers`` copies into warm segments (about floor (a) each, lesson 08), and
+    within joblib's fan-out; "" otherwise."""
+    if new_pages is None or not n_workers:
+        return ""
+    floor_b, copies = new_pages
+    if (not copies or not all(1 / NOISE_FACTOR < c < NOISE_FACTOR for c in copies)
+            or floor_b < NOISE_FACTOR * n_workers or joblib_fan < floor_b):
+        return ""
+    return (f"whose dump, once per call, writes new file pages (about floor (b), {_table(floor_b)}×: "
+            f"setup's copies into a segment or file took {_range(copies)} it)")
+
+
 def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_workers: int = 0,
-                reference=None, far: Sequence[str] = ()) -> str:
+                reference=None, far: Sequence[str] = (),
+                new_pages: tuple[float, Sequence[float]] | None = None) -> str:
     """Whether the lesson's hypothesis held on the fan-outs ``fan`` (× floor (a)): are the ways that
     copy the array per task the slowest? Only gaps of ``NOISE_FACTOR`` or more rank (section 5's
     rule): the per-task ways that took that much longer than every other way; each other way that
@@ -1086,7 +1148,8 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
     per-task ways and other ways within ``NOISE_FACTOR`` of each other, not ranked. joblib among the
     slower is split into its dump alone (``joblib_dump``, × floor (a), timed apart:
     ``time_joblib_dump``) and the rest of its call. ``far``: the ways whose fan-out section 6 flags,
-    each quoted with ``FAR_OFF_SAID``; a verdict resting on them alone says so."""
+    each quoted with ``FAR_OFF_SAID``; a verdict resting on them alone says so. joblib beside the
+    executor alone gives the cause where ``new_pages`` bears it out (``_new_pages_cause``)."""
     per_task = [name for name in COPY_PER_TASK if name in fan]
     others = [name for name in fan if name not in per_task]
     if not per_task or not others:
@@ -1133,16 +1196,22 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
                          f"{_factor(times)}× as long as `{top_other}`, the slowest way that does not copy "
                          "per task, or longer")
     said_after: set[str] = set()  # the caveat on ray_by_value's pages, said once
+    warm_said = False  # the executor's warm copies, said with joblib's cause
     for name in above[:2]:  # the two slowest, each with what it does; the rest named after them
         beaten = [p for p in behind if slower(name, p)]
         times = {p: fan[name] / fan[p] for p in beaten}
         bands = [(band, times[band[0]]) for band in _bands(times)]  # each gap said by its own ratio
         does = NOT_PER_TASK.get(name, "copies nothing per task")
-        text = f"{listed([name])}, which {does}, took "
+        cause = (_new_pages_cause(fan[name], new_pages, n_workers)
+                 if name == "joblib" and beaten == ["executor"] else "")
+        text = f"{listed([name])}, {cause or 'which ' + does}, took "
         text += _and([(f"about {NOISE_FACTOR:g}× as long as" if low < 1.1 * NOISE_FACTOR
                        else f"at least {_at_least(low)}× as long as")  # no hair's-breadth verdict
                       + f" {listed(band)}" for band, low in bands])
-        text += f", which {_verb(beaten, 'copies', 'copy')} it per task"
+        per_task_copy = f", which {_verb(beaten, 'copies', 'copy')} it per task"
+        text += (f", whose {n_workers} copies (one per task) go into warm pooled segments, about 1× "
+                 "floor (a) each (lesson 08)" if cause else per_task_copy)
+        warm_said = warm_said or bool(cause)
         if "ray_by_value" in beaten and RAY_MEASURED in fan and "ray_by_value" not in said_after:
             said_after.add("ray_by_value")
             text += RAY_AFTER_PUT
@@ -1174,8 +1243,9 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
     if "executor" in fan and n_workers and fan["executor"] > 2 * n_workers:
         # its copies go into warm pooled segments, about floor (a) each; not counted here (the exercise's)
         flag = f" ({FAR_OFF_SAID})" if "executor" in far else ""
-        text += (f"\n  - `executor`'s {fan['executor']:.3g}×{flag} is mostly a fixed cost per submit: its "
-                 f"{n_workers} copies into warm pooled segments take about 1× floor (a) each (lesson 08).")
+        text += (f"\n  - `executor`'s {fan['executor']:.3g}×{flag} is mostly a fixed cost per submit"
+                 + ("." if warm_said else f": its {n_workers} copies into warm pooled segments take about "
+                    "1× floor (a) each (lesson 08)."))
     return text
 
 
@@ -1256,8 +1326,10 @@ def time_what_to_see(results: Sequence, floors: tuple[Timing, Timing], joblib_du
     threads = _threads_round_trip(done, fresh).strip()
     if trips and threads:
         trips = trips[:-1] + ".\n  - " + threads
+    copies = [done[name].setup_s / fresh for name in RESULT_WRITTEN_IN_PLACE
+              if name in done and done[name].setup_s is not None]  # setup's copies into new pages
     hypothesis = _hypothesis(fan, dump, min((r.n_workers for r in done.values()), default=0), reference,
-                             _far_off(results, warm, references, "fan-out"))
+                             _far_off(results, warm, references, "fan-out"), (fresh / warm, copies))
     if f"`ray_by_value` ran after `{RAY_MEASURED}`" in trips:  # said once is enough
         hypothesis = hypothesis.replace(RAY_AFTER_PUT, "")
     parts = [trips, _under_floor_a(fan), hypothesis]

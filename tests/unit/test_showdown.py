@@ -223,7 +223,7 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
     late = [*BLOG_LIKE[:-1], _result("ray_by_value", 0.005), _result("joblib", 0.8)]
     assert ("**The hypothesis did not hold** (fan-outs, × floor (a)):\n  - "
             "`joblib` (800×), which copies it once "
-            "per call, inside the timed call (the mapped ways copy in setup), took at least "
+            "per call, took at least "
             "160× as long as `ray_by_value` (5×), which copies it per task "
             "(`ray_by_value` after `ray_object_store`, into its store pages).") \
         in showdown.time_what_to_see(late, FLOORS)
@@ -245,7 +245,7 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
             "which copy the array per task or per read, took 2.4× as long as `joblib`, the slowest way "
             "that does not copy per task, or longer.\n  - "
             "`joblib` (51.1×), "
-            "which copies it once per call, inside the timed call (the mapped ways copy in setup), "
+            "which copies it once per call, "
             "took at least 2.3× as long as `ray_by_value` (21.5×) and "
             "`executor` (18.6×), which copy it per task.\n  - "
             "`ray_by_value` and `executor` are within 2× of `shared_memory`, "
@@ -255,7 +255,7 @@ def test_the_time_paragraph_gives_spans_round_trips_in_floors_b_and_the_hypothes
     loaded = [_result("joblib", 0.233, 0.233) if r.name == "joblib" else r for r in stored]
     assert ("**The hypothesis did not hold** (fan-outs, × floor (a)):\n  - "
             "`joblib` (233×), which copies it once "
-            "per call, inside the timed call (the mapped ways copy in setup), "
+            "per call, "
             "took at least 10× as long as `ray_by_value` (21.5×) and `executor` (18.6×), which "
             "copy it per task.\n  - "
             "`pickle` (152×) and `manager` (123×) are within 2× of `joblib` (not ranked) "
@@ -535,14 +535,23 @@ def test_a_zero_copy_way_close_behind_the_slowest_is_named_with_its_ratios():
     here = _column("this run (4 MiB)", SIZE, {**ZERO_COPY_THERE, "ray_object_store": 2.8}, timed_runs=1)
     text = showdown.disagreements_markdown([here, *there])
     assert ("; `ray_object_store` there: 2.4×, 1.10×, falling with size (a fixed cost per "
-            "task). This run: 3×, so the claim fails, as on the reference; `shared_memory`") in text
-    assert text.endswith("This run: 3×, so the claim fails, as on the reference; `shared_memory` and "
-                         "`ray_object_store` (3×, 2.8×: within 2× of each other, not ranked).\n</details>")
+            "task). This run: 3×, so the claim fails, as on the reference; this run's slowest, "
+            "`shared_memory`") in text
+    assert text.endswith("This run: 3×, so the claim fails, as on the reference; this run's slowest, "
+                         "`shared_memory` (3×) and `ray_object_store` (2.8×), are within 2× of each other: "
+                         "not ranked.\n</details>")
+    # lesson 11's cold read 10 (F3): where the claim held at one of the reference's sizes, the sizes
+    # where it failed are named, and where it held
+    held = _column("reference (1 GiB)", 1024 * MiB, {**ZERO_COPY_THERE, "shared_memory": 1.5})
+    assert ("This run: 3×, so the claim fails, as on the reference at 4 MiB and 16 MiB (it held at 1 GiB); "
+            "this run's slowest, `shared_memory` (3×) and `ray_object_store` (2.8×), are within 2× of each "
+            "other: not ranked.\n</details>") in showdown.disagreements_markdown([here, *there, held])
     # lesson 11's run of cold read 11d: every zero-copy way within 2x of the slowest is named with it
     three = _column("this run (4 MiB)", SIZE, {**ZERO_COPY_THERE, "sharedctypes": 2.3,
                                                "ray_object_store": 2.2, "shared_memory": 3.3}, timed_runs=3)
-    assert ("reference; `shared_memory`, `sharedctypes` and `ray_object_store` (3.3×, 2.3×, 2.2×: within 2× "
-            "of each other, not ranked)") in showdown.disagreements_markdown([three, *there])
+    assert ("reference; this run's slowest, `shared_memory` (3.3×), `sharedctypes` (2.3×), and "
+            "`ray_object_store` (2.2×), are within 2× of each other: not ranked") \
+        in showdown.disagreements_markdown([three, *there])
     other = _column("this run (4 MiB)", SIZE, {**ZERO_COPY_THERE, "shared_memory": 1.0,
                                                "ray_object_store": 3.0, "fork_cow": 2.8}, timed_runs=1)
     # this run's slowest is not the reference's: the reference's reason is not this run's
@@ -816,7 +825,7 @@ def test_each_gap_of_the_verdict_is_said_by_its_own_ratio_and_a_far_off_way_carr
     text = showdown.time_what_to_see(run, FLOORS, references=references)
     assert ("**The hypothesis did not hold**, on `joblib` alone: rerun before you trust it (fan-outs, × "
             "floor (a)):\n  - `joblib` (181×: far off the reference, section 6), which copies it once per "
-            "call, inside the timed call (the mapped ways copy in setup), took about 2× as long as `manager` "
+            "call, took about 2× as long as `manager` "
             "(85.7×), and at least 12× as long as `ray_by_value` (14.5×) and `executor` (12.6×), which copy "
             "it per task") in text
     assert ("(the reference at 4 MiB: `joblib` 15.1×, `manager` 29.5×, `ray_by_value` 7.19×; rerun before "
@@ -843,3 +852,51 @@ def test_each_gap_of_the_verdict_is_said_by_its_own_ratio_and_a_far_off_way_carr
     columns = showdown.claims_by_size(far_ctypes, references)
     guide = showdown.guide_markdown(far_ctypes, FLOORS, columns, references)
     assert "(22.6× against 7.27× floor (a); `sharedctypes`: far off the reference, section 6)" in guide
+
+
+def _lesson_11(name: str, fan_out_ms: float, setup_ms: float = 0.001) -> StrategyResult:
+    return StrategyResult(name, strategies.STRATEGIES[name].title, 16 * MiB, 2, None, setup_s=setup_ms / 1e3,
+                          fan_out=_timing(fan_out_ms / 1e3), round_trip=_timing(fan_out_ms / 1e3),
+                          teardown_s=0.01, pss_added_bytes=16 * MiB, shm_added_bytes=16 * MiB)
+
+
+LESSON_11_FLOORS = (_timing(0.661e-3), _timing(9.84e-3))
+LESSON_11 = [_lesson_11(*row) for row in (
+    ("threads", 0.974), ("pickle", 71.7), ("send_once", 2.71), ("manager", 63.6), ("fork_cow", 1.64),
+    ("sharedctypes", 2.09, 11.5), ("memmap_disk", 3.41, 11.5), ("memmap_tmpfs", 6.72, 12.2),
+    ("joblib", 23.47), ("shared_memory", 8.47, 15.4), ("executor", 10.24), ("ray_object_store", 6.63, 7.49),
+    ("ray_by_value", 12.2))]
+
+
+def test_joblib_over_the_executor_is_said_by_the_pages_each_writes_where_the_run_bears_it_out():
+    """Lesson 11's cold read 10 (F1): joblib's dump writes new file pages (about floor (b), as setup's
+    copies into a segment or file took), the executor's copies go into warm segments (floor (a) each)."""
+    text = showdown.time_what_to_see(LESSON_11, LESSON_11_FLOORS)
+    assert ("  - `joblib` (35.5×), whose dump, once per call, writes new file pages (about floor (b), 14.9×: "
+            "setup's copies into a segment or file took 1.2× to 1.6× it), took at least 2.2× as long as "
+            "`executor` (15.5×), whose 2 copies (one per task) go into warm pooled segments, about 1× floor "
+            "(a) each (lesson 08).\n") in text
+    assert text.endswith("  - `executor`'s 15.5× is mostly a fixed cost per submit.")
+    # floor (b) under twice the executor's 2 warm copies: no cause given, the executor's copies said after
+    close_floors = (LESSON_11_FLOORS[0], _timing(2.5e-3))
+    text = showdown.time_what_to_see(LESSON_11, close_floors)
+    assert "`joblib` (35.5×), which copies it once per call, took at least 2.2× as long as `executor`" in text
+    assert "new file pages" not in text
+    assert text.endswith("its 2 copies into warm pooled segments take about 1× floor (a) each (lesson 08).")
+    # setup's copies into new pages far over floor (b): floor (b) does not stand for a dump's cost here
+    slow_setup = [_lesson_11("memmap_disk", 3.41, 40.0) if r.name == "memmap_disk" else r for r in LESSON_11]
+    assert "new file pages" not in showdown.time_what_to_see(slow_setup, LESSON_11_FLOORS)
+
+
+def test_a_pss_figure_under_its_shm_figure_is_said_with_its_gap():
+    """Lesson 11's cold read 10 (F2): sharedctypes read PSS +0.95 beside /dev/shm +1.00."""
+    results = [_held("sharedctypes", 0.9504, 1.0), _held("memmap_tmpfs", 1.01, 1.0), _held("fork_cow", 0.0),
+               _held("executor", 1.999, 2.001)]
+    said = ("`sharedctypes`'s PSS + (+0.95) reads 0.05 of an array under its shm + (+1.00): a gap within "
+            "the PSS measure's noise (the processes' other memory moves between the idle and the holding "
+            "window), so read both as one array.")
+    assert showdown.pss_under_shm(results) == said
+    assert said in showdown.memory_what_to_see(results, [])
+    assert showdown.pss_under_shm([_held("shared_memory", 1.0, 1.0)]) == ""
+    assert showdown.pss_under_shm([_held("shared_memory", 0.4, 1.0)]).endswith(
+        "reads 0.60 of an array under its shm + (+1.00): a gap this run does not explain.")
