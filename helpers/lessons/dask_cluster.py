@@ -43,7 +43,7 @@ from helpers.measure.leftovers import TEMP_PREFIX
 from helpers.measure.memory import MemoryReport, release_free_heap, track_memory
 from helpers.measure.proctree import label
 from helpers.measure.timing import Timing, time_it
-from helpers.measure.units import format_seconds
+from helpers.measure.units import format_ratio, format_seconds, shown
 
 SHUTDOWN_TIMEOUT_SECONDS = 10.0
 START_TIMEOUT_SECONDS = 60.0
@@ -400,15 +400,16 @@ def scatter_counts(dask_memory: dict[str, DaskFanOutMemory], array_bytes: int) -
 
 def _timing_sentence(dask_timings: dict[str, Timing]) -> str:
     """'Two fan-outs (medians) took S scattered once (A of it the scatter itself) and V by value, ...:
-    R× as long', the verdict chosen by the values."""
+    R× as long' (R: two significant digits of the printed medians' ratio), the verdict chosen by the
+    values."""
     by_value, scattered = dask_timings["by value"].median, dask_timings["scatter once"].median
     text = (f"Two fan-outs (medians) took {format_seconds(scattered)} scattered once")
     alone = dask_timings.get(SCATTER_ALONE)
     if alone is not None:
         text += f" ({format_seconds(alone.median)} of it the scatter itself)"
     text += f" and {format_seconds(by_value)} by value"
-    if scattered < by_value:
-        return text + f": {by_value / scattered:.1f}× as long"
+    if scattered < by_value:  # the ratio of the medians as printed, so that a reader's check agrees
+        return text + f": {format_ratio(shown(by_value) / shown(scattered))}× as long"
     return text + ": on this run, no slower"
 
 
