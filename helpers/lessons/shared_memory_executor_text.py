@@ -2,7 +2,8 @@
 
 ``hand_built_conclusion`` words section 2 (a hand-built call against its steps and floor (b));
 ``round_trips_what_to_see`` words section 5 (round trips through the stdlib and ours);
-``room_for_a_segment``, the pitfall of section 4 (/dev/shm's free space against the memory available);
+``too_big_limits``, the pitfall of section 4 (which of /dev/shm's free space and the memory available
+was short);
 ``small_echo_line``, section 5's line on the second size; ``warm_echo_takeaway``, the takeaway on
 warm calls at this run's two sizes. Each takes the lesson's measurements and
 returns Markdown or a printed line; the lesson's check cells assert the comparisons they state.
@@ -162,22 +163,19 @@ def warm_echo_takeaway(ours: RoundTrips, ours_small: RoundTrips, parts: CallAndP
             "result (`x + 1`, section 5) pays for a new segment every call.")
 
 
-def room_for_a_segment(shm_free: int | None, available: int) -> str:
-    """What the library weighs before it makes a segment, with this machine's two figures (bytes;
-    ``available`` is ``sys.maxsize`` where the machine does not say): /dev/shm's pages are memory."""
+def too_big_limits(claimed_bytes: int, shm_free: int | None, available: int) -> str:
+    """The pitfall's first line: how far the broadcast array (``claimed_bytes``) was over /dev/shm's
+    free space, and whether it was over the memory available too, so which of the library's two checks
+    failed (bytes; ``available`` is ``sys.maxsize`` where the machine does not say)."""
+    size = f"one float broadcast to {format_bytes(claimed_bytes)}"
     if shm_free is None:
-        return "this machine has no /dev/shm"
-    tmpfs = ("/dev/shm is a tmpfs: its size is a limit, not memory set aside, and its pages are "
-             "memory (RAM, or swap). Before the library makes a segment, it checks the bytes against "
-             "/dev/shm's free space")
-    pickles = ("raises MemoryError when {} is short; the executor then pickles the array if memory can "
-               "hold the pickle, else passes the MemoryError on.")
+        return f"{size}; this machine has no /dev/shm"
+    over_shm = (f"about {format_bytes(claimed_bytes - shm_free)} more than the {format_bytes(shm_free)} "
+                "free in /dev/shm")
     if available == sys.maxsize:
-        return (f"/dev/shm had {format_bytes(shm_free)} free; this machine does not say how much memory is "
-                f"available. {tmpfs} alone, and {pickles.format('it')}")
-    between = (f"more than the {format_bytes(available)} of memory available: an array between the two "
-               "fits /dev/shm, not RAM" if shm_free > available else
-               f"within the {format_bytes(available)} of memory available: /dev/shm fills first")
-    return (f"/dev/shm had {format_bytes(shm_free)} free, {between}. {tmpfs} and against the memory "
-            "available (RAM, within the container's memory limit if any; swap not counted), and "
-            + pickles.format("either"))
+        return f"{size}: {over_shm}; this machine does not say how much memory is available"
+    if claimed_bytes > available:
+        return (f"{size}: {over_shm}, and more than the {format_bytes(available)} of memory available: "
+                "both checks failed")
+    return (f"{size}: {over_shm}, within the {format_bytes(available)} of memory available: only "
+            "/dev/shm's check failed")

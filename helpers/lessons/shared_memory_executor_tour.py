@@ -68,7 +68,7 @@ class Tour:
             f"    the caller got: {self.raised}; bytes the segment pool still lent after it: "
             f"{self.lent_after_error}",
             'submit(echo, {"batch": Batch(images=source, labels=np.arange(100)),'
-            ' "extras": [source[:n // 2], ("tag", 3)]})',
+            ' "extras": [source[:source.size // 2], ("tag", 3)]})',
             f"    dict, namedtuple, list and tuple came back as such: {yes(self.containers_kept)}; the big "
             f"arrays in shared memory: {yes(self.big_ones_shared)}; the labels (under 1 MiB) pickled: "
             f"{yes(self.small_ones_pickled)}",

@@ -136,15 +136,16 @@ def test_the_small_echo_line_gives_the_figures_the_takeaway_quotes():
         "30% as long")
 
 
-def test_the_room_line_says_which_of_dev_shm_and_memory_runs_out_first_and_what_is_checked():
-    over = text.room_for_a_segment(24 * 1024 * MiB, 22 * 1024 * MiB)
-    assert over.startswith("/dev/shm had 24 GiB free, more than the 22 GiB of memory available: an array "
-                           "between the two fits /dev/shm, not RAM. /dev/shm is a tmpfs")
-    assert "its pages are memory (RAM, or swap)" in over and "swap not counted" in over
-    assert "against the memory available" in over and "when either is short" in over
-    within = text.room_for_a_segment(64 * MiB, 2048 * MiB)
-    assert "64 MiB free, within the 2 GiB of memory available: /dev/shm fills first." in within
-    untold = text.room_for_a_segment(64 * MiB, sys.maxsize)
-    assert "does not say how much memory is available" in untold and "free space alone" in untold
-    assert "against the memory available" not in untold
-    assert text.room_for_a_segment(None, sys.maxsize) == "this machine has no /dev/shm"
+def test_the_too_big_line_gives_the_shortfall_and_says_which_checks_failed():
+    free = 24 * 1024 * MiB  # prints as the array does: the shortfall is what tells them apart
+    both = text.too_big_limits(free + MiB, free, 22 * 1024 * MiB)
+    assert both == ("one float broadcast to 24 GiB: about 1 MiB more than the 24 GiB free in /dev/shm, "
+                    "and more than the 22 GiB of memory available: both checks failed")
+    shm_only = text.too_big_limits(65 * MiB, 64 * MiB, 2048 * MiB)
+    assert shm_only == ("one float broadcast to 65 MiB: about 1 MiB more than the 64 MiB free in /dev/shm, "
+                        "within the 2 GiB of memory available: only /dev/shm's check failed")
+    untold = text.too_big_limits(65 * MiB, 64 * MiB, sys.maxsize)
+    assert untold.endswith("; this machine does not say how much memory is available")
+    assert "checks failed" not in untold and "check failed" not in untold
+    no_shm = text.too_big_limits(MiB, None, sys.maxsize)
+    assert no_shm == "one float broadcast to 1 MiB; this machine has no /dev/shm"
