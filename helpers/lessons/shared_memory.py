@@ -6,7 +6,8 @@ Python interpreter started with ``subprocess``, and the caller gets a ``ChildOut
 (exit status, what it printed, whether the segment still exists afterwards). Also here: the
 by-hand copy into a new segment (``copy_into_new_segment``), ``attach_and_hold_in_workers``, which
 holds workers idle and then attached, so the memory a shared array costs can be measured between
-two steady states, ``time_fan_out`` (where a fan-out of handles spends its time), and
+two steady states, ``time_fan_out`` (where a fan-out of handles spends its time), ``keep_attached``
+(a pool initializer that keeps one mapping per worker for ``sum_attached_slice``), and
 ``EXERCISE``, the lesson's "Your turn" (which of ``attach_and_exit``'s children leave the segment).
 The shared table is in ``helpers.lessons.shared_memory_tables``.
 """
@@ -541,6 +542,22 @@ def time_two_reads(handle: ArrayHandle, start: int, stop: int) -> tuple[float, f
         with stopwatch() as second:
             np.sum(array[start:stop])
     return first.seconds, second.seconds
+
+
+_attached: dict[str, SharedNDArray] = {}  # this worker's shared arrays by segment name (keep_attached)
+
+
+def keep_attached(handle: ArrayHandle) -> None:
+    """A pool's initializer: attach the shared array once in this worker and keep it (``_attached``),
+    so its pages' first touches are paid once per worker and no task unmaps; the mapping goes when the
+    worker exits. Use: ``pool = Pool(n, initializer=keep_attached, initargs=(handle,))``, then
+    ``pool.starmap(sum_attached_slice, [(handle.name, start, stop), ...])`` as often as you like."""
+    _attached[handle.name] = SharedNDArray(handle)  # attach: maps the segment, tells no resource tracker
+
+
+def sum_attached_slice(name: str, start: int, stop: int) -> float:
+    """Sum ``[start:stop]`` of the shared array ``keep_attached`` attached in this worker, by segment name."""
+    return float(np.sum(_attached[name].array[start:stop]))
 
 
 def nansum_field_slice(handle, field: str, start: int, stop: int) -> float:

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from helpers.lessons import shared_memory
+from helpers.lessons import shared_memory, workers
 from helpers.lessons.demos import increase
 from helpers.measure.leftovers import SHM_DIR
 from helpers.measure.memory import track_memory
@@ -155,3 +155,21 @@ def test_try_attach_says_attached_or_names_the_error_when_the_segment_is_gone():
         handle = shared.handle
         assert shared_memory.try_attach(handle) == "attached"
     assert shared_memory.try_attach(handle) == "FileNotFoundError"
+
+
+def test_a_pool_initializer_keeps_one_mapping_per_worker_across_tasks():
+    source = np.random.default_rng(2).random(1000)
+    total = pytest.approx(source.sum())
+    with SharedNDArray.copy_of(source) as shared:
+        with SPAWN.Pool(2, initializer=shared_memory.keep_attached, initargs=(shared.handle,)) as pool:
+            for _ in range(3):
+                halves = pool.starmap(shared_memory.sum_attached_slice, [(shared.name, 0, 400),
+                                                                         (shared.name, 400, 1000)])
+                assert sum(halves) == total
+        with SPAWN.Pool(1, initializer=shared_memory.keep_attached, initargs=(shared.handle,)) as pool:
+            assert pool.apply(shared_memory.sum_attached_slice, (shared.name, 0, 1000)) == total
+            shared.unlink()  # the name is gone: only a mapping kept from before can still read the array
+            assert pool.apply(shared_memory.sum_attached_slice, (shared.name, 0, 1000)) == total
+            with pytest.raises(FileNotFoundError):  # a task that attaches anew finds no segment
+                pool.apply(workers.sum_shared_slice, (shared.handle, 0, 1000))
+    assert not (SHM_DIR / shared.name).exists()
