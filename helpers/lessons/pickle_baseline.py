@@ -533,6 +533,7 @@ def shown(seconds: float) -> float:
 
 
 HUGE_PAGES = "2 MiB huge pages, which fault far fewer times"  # than the fresh floor's 4 KiB pages (lesson 00)
+NEW_ARRAY_PAGES = "a new array asks for 2 MiB pages (see the floors)"  # NumPy's madvise; the lesson's cell 4
 
 
 def loads_against_fresh(loads: Timing, fresh: float) -> str:
@@ -552,7 +553,7 @@ def trip_against_floors(trip: Timing, warm: float, fresh: float, work: float) ->
     Compared as printed; huge pages are named when a run beat what no overlap can hide."""
     alone = shown(fresh) + shown(work)  # the copy into the new array, then the sum: no overlap hides them
     copies = shown(warm) + alone
-    median, pages = shown(trip.median), f": the new array's pages may come as {HUGE_PAGES}"
+    median, pages = shown(trip.median), f": {NEW_ARRAY_PAGES}"
     if shown(trip.min) < shown(fresh):
         return (f"; its fastest run ({format_seconds(trip.min)}) beat even one copy at the fresh floor "
                 f"({format_seconds(fresh)})" + pages)
@@ -567,21 +568,26 @@ def trip_against_floors(trip: Timing, warm: float, fresh: float, work: float) ->
 def reader_share(stage: float, trip: float, fresh: float, left: float) -> str:
     """How much of ``left`` (seconds: section 2's pipe stage through the big pipe, ``stage``, beyond its
     copies at the floors) was ``recv_bytes``, for prose: what reading straight into the array (``trip``:
-    one copy fewer, about ``fresh`` at most, and a sum more) saved beyond that copy, as printed."""
+    one copy fewer, about ``fresh``, and a sum more) saved beyond that copy, worked out in a fenced
+    block from the figures as printed; "all" within 10% of ``left``, "most" from half of it."""
     saved = shown(stage) - shown(trip)
     beyond_copy = saved - shown(fresh)
     left_words = f"its {format_seconds(left)} beyond the floors"
     if saved <= 0:
         return (f"Section 2's stage through that pipe took no longer than this trip: {left_words} "
                 "was not the reader. ")
-    head = (f"Section 2's stage through that pipe took {format_seconds(saved)} more than this trip "
-            f"with one copy fewer ({format_seconds(fresh)} at the fresh floor): ")
-    reader = "`recv_bytes`, multiprocessing's reader. "
-    if beyond_copy >= 0.5 * left:
-        return head + f"most of {left_words} was {reader}"
-    if beyond_copy > 0:
-        return head + f"part of {left_words} was {reader}"
-    return head + f"reading straight in saved no more than that copy, so {left_words} was not the reader. "
+    rows = ((" ", stage, "section 2's stage through the 1 MiB pipe"),
+            ("-", trip, "this trip (one copy fewer, its sum included)"),
+            ("-", fresh, "that copy, at the fresh floor"),
+            ("=", beyond_copy, "recv_bytes beyond its copies"))
+    table = "".join(f"{sign} {format_seconds(seconds):>8}  {what}\n" for sign, seconds, what in rows)
+    head = f"Against section 2's stage:\n\n```\n{table}```\n\n"
+    if beyond_copy <= 0:
+        return head + f"Reading straight in saved no more than that copy: {left_words} was not the reader. "
+    share = beyond_copy / left
+    amount = ("more than" if share > 1.1 else "about all of" if share >= 0.9 else
+              "most of" if share >= 0.5 else "part of")
+    return head + f"`recv_bytes` took {amount} the stage's {format_seconds(left)} beyond the floors. "
 
 
 def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: float, array_bytes: int):

@@ -7,6 +7,7 @@ import pytest
 from helpers.lessons.pickle_baseline import (
     BYTES_MARGIN,
     HUGE_PAGES,
+    NEW_ARRAY_PAGES,
     against_bytes,
     loads_against_fresh,
     reader_share,
@@ -68,13 +69,13 @@ def test_loads_under_the_floor_in_every_run_names_huge_pages():
 def test_a_trip_whose_fastest_run_beats_one_fresh_copy_names_huge_pages_not_overlap():
     wording = trip_against_floors(trip(49.2, 64.2, 64.2, 65.3, 64.5), WARM, FRESH, SUM)  # the stored run
     assert wording == ("; its fastest run (49.2 ms) beat even one copy at the fresh floor (53.9 ms): "
-                       f"the new array's pages may come as {HUGE_PAGES}")
+                       "a new array asks for 2 MiB pages (see the floors)")
 
 
 def test_a_median_under_the_fresh_copy_and_the_sum_names_huge_pages_not_overlap():
     wording = trip_against_floors(trip(55.0, 58.0, 60.0), WARM, FRESH, SUM)  # 58 ms, under 62.2 ms
     assert wording.startswith(", under its copy at the fresh floor and the sum alone (62.2 ms)")
-    assert HUGE_PAGES in wording and "overlap" not in wording
+    assert NEW_ARRAY_PAGES in wording and "overlap" not in wording
 
 
 def test_only_a_gap_the_warm_copy_can_hide_is_put_down_to_overlap():
@@ -92,11 +93,29 @@ LEFT = 50 * MS  # section 2's stage through the 1 MiB pipe beyond its copies at 
 NOT_READER = "its 50 ms beyond the floors was not the reader. "
 
 
-def test_the_reader_share_rests_on_the_measured_saving_less_one_fresh_copy():
-    assert reader_share(0.169, 0.0642, FRESH, LEFT) == (  # stored: 105 ms saved, 51 ms beyond the copy
-        "Section 2's stage through that pipe took 105 ms more than this trip with one copy fewer "
-        "(53.9 ms at the fresh floor): most of its 50 ms beyond the floors was `recv_bytes`, "
-        "multiprocessing's reader. ")
-    assert "part of its 50 ms" in reader_share(0.169, 0.100, FRESH, LEFT)  # 69 ms saved, 15.1 ms beyond
-    assert reader_share(0.169, 0.120, FRESH, LEFT).endswith("no more than that copy, so " + NOT_READER)
+def test_the_reader_share_works_out_the_saving_less_one_fresh_copy_from_the_printed_figures():
+    assert reader_share(0.169, 0.0642, FRESH, LEFT) == (  # stored: 169 - 64.2 - 53.9 = 50.9 ms, 50 ms left
+        "Against section 2's stage:\n\n```\n"
+        "    169 ms  section 2's stage through the 1 MiB pipe\n"
+        "-  64.2 ms  this trip (one copy fewer, its sum included)\n"
+        "-  53.9 ms  that copy, at the fresh floor\n"
+        "=  50.9 ms  recv_bytes beyond its copies\n"
+        "```\n\n"
+        "`recv_bytes` took about all of the stage's 50 ms beyond the floors. ")
+
+
+@pytest.mark.parametrize("trip_s, amount", [
+    (0.055, "more than"),  # 169 - 55 - 53.9 = 60.1 ms: 1.2 x the 50 ms
+    (0.069, "about all of"),  # 46.1 ms: 0.92 x
+    (0.075, "most of"),  # 40.1 ms: 0.8 x
+    (0.089, "most of"),  # 26.1 ms: 0.52 x
+    (0.095, "part of"),  # 20.1 ms: 0.4 x
+])
+def test_the_reader_share_is_worded_by_its_fraction_of_the_stage_beyond_the_floors(trip_s, amount):
+    assert reader_share(0.169, trip_s, FRESH, LEFT).endswith(
+        f"`recv_bytes` took {amount} the stage's 50 ms beyond the floors. ")
+
+
+def test_no_share_is_given_to_the_reader_when_the_trip_saved_no_more_than_the_copy():
+    assert reader_share(0.169, 0.120, FRESH, LEFT).endswith("no more than that copy: " + NOT_READER)
     assert reader_share(0.100, 0.120, FRESH, LEFT).endswith("no longer than this trip: " + NOT_READER)
