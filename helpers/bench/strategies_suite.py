@@ -189,13 +189,16 @@ def format_comparison(rows: list[dict], reference: dict) -> str:
 PANELS = (("median_s", "fan-out: every worker sums the whole array (s, log)", True),
           ("round_trip_median_s", "round trip: one worker returns a same-size array (s, log)", True),
           ("pss_added_arrays", "tree PSS added while every worker holds it (arrays)", False))
+# The course README's figure: the time panels alone, as the memory each way adds is lesson 11's exercise.
+TIME_PANELS = PANELS[:2]
 
 
 def plot_document(doc: dict, path: Path, reference: dict | None = None,
                   panels: tuple[tuple[str, str, bool], ...] = PANELS) -> Path:
     """Three panels over the strategies (x): fan-out and round-trip medians (log scale, the floors as
     lines in each size's colour) and the PSS added in arrays; one colour per size; the
-    reference's values as grey crosses. Saved as PNG at ``path``."""
+    reference's values as grey crosses. ``panels``: which of them (``TIME_PANELS``: the times
+    alone). Saved as PNG at ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -207,7 +210,9 @@ def plot_document(doc: dict, path: Path, reference: dict | None = None,
     theirs = {(r["name"], r["size_bytes"]): r for r in (reference or {}).get("rows", [])}
     floors = {(r["name"], r["size_bytes"]): r["median_s"] for r in doc["rows"]
               if r["name"].startswith("floor_")}
-    fig, axes = plt.subplots(3, 1, figsize=(max(9.0, 0.9 * len(names) + 4.5), 13), layout="constrained")
+    fig, axes = plt.subplots(len(panels), 1, figsize=(max(9.0, 0.9 * len(names) + 4.5), 13 * len(panels) / 3),
+                             layout="constrained", squeeze=False)
+    axes = axes[:, 0]
     width = 0.8 / max(1, len(sizes))
     for ax, (key, title, log) in zip(axes, panels, strict=True):
         for s, n_bytes in enumerate(sizes):

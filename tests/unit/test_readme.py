@@ -49,3 +49,23 @@ def test_the_lesson_map_gives_every_lesson_a_reading_time_and_a_time_to_run():
 def test_the_times_in_the_readme_and_the_headers_are_those_of_the_stored_runs(capsys):
     """Word counts and the seconds tools.execute_notebooks recorded: python -m tools.lesson_times --write."""
     assert lesson_times.main([]) == 0, capsys.readouterr().out
+
+
+def test_the_top_figure_shows_the_references_times_without_lesson_11s_exercise_answers(tmp_path):
+    """Cold read 11a: the PSS each way adds is lesson 11's exercise: the README's figure has the time
+    panels alone (tools.readme_figure, from the shipped JSON) and its caption no memory figure."""
+    import matplotlib.image
+
+    from helpers.bench import strategies_suite
+    from tools import readme_figure
+
+    shown = readme_figure.figure_path()
+    assert f"]({shown.relative_to(ROOT)})" in README.split("\n## ")[0]
+    assert all("PSS" not in title for _, title, _ in strategies_suite.TIME_PANELS)
+    caption = README.split(f"]({shown.relative_to(ROOT)})")[1].split("\n## ")[0]
+    assert "PSS" not in caption and "held" not in caption and "none" not in caption
+    assert "lesson 11's showdown asks you to predict it" in caption
+    drawn = readme_figure.draw(path=tmp_path / "figure.png")
+    mine, theirs = matplotlib.image.imread(drawn), matplotlib.image.imread(shown)
+    assert mine.shape == theirs.shape and abs(mine - theirs).mean() < 0.01, \
+        "the README's figure is not what python -m tools.readme_figure draws from the reference: rerun it"
