@@ -1,16 +1,18 @@
 """Lesson 03's figures and table: memory timelines by role, cost per task against the object's
-size, and where a Manager proxy starts to lose (all times in seconds, sizes in bytes)."""
+size, and where a Manager proxy starts to lose; and the sentences that read them (all times in
+seconds, sizes in bytes)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 
 import numpy as np
 
 from helpers.lessons.send_once_and_managers import ProxyCosts, format_table, pss_between_exact_reads
 from helpers.measure.proctree import ProcessMemory
-from helpers.measure.units import MiB, format_bytes, format_seconds
+from helpers.measure.units import MiB, approx_ratio, approx_seconds, format_bytes, format_seconds, shown
 
 
 def pss_carried_by_rss(report):
@@ -152,3 +154,95 @@ def start_up_over(start_up, empty_pool) -> str:
     if extra is None:
         return f"within an empty pool's spread ({format_seconds(start_up_spread(empty_pool))})"
     return f"+{format_seconds(float(f'{extra:.2g}'))} start-up"  # two digits, as the lesson's prose rounds it
+
+
+NEAR = 0.2  # a start-up within this share of its model is near it
+FLAT = 1.5  # per-task medians within this factor of each other are flat (as section 2 reads them)
+
+
+def _two_digits(seconds: float) -> float:
+    return float(f"{seconds:.2g}")  # as approx_seconds prints it
+
+
+def _start_up_model(n_workers: int, pickling: float, unpickling: float, sizes: Sequence[int],
+                    added: Sequence[float | None]) -> tuple[list[float], list[float | None]]:
+    """(model, measured) by size, each rounded to two digits as printed: the model is ``n_workers``
+    × (``pickling`` + ``unpickling``, themselves rounded) scaled by size from the largest."""
+    parts = _two_digits(pickling) + _two_digits(unpickling)
+    model = [_two_digits(n_workers * parts * n / sizes[-1]) for n in sizes]
+    return model, [None if a is None else _two_digits(a) for a in added]
+
+
+def _fits(measured: float | None, model: float) -> str:
+    measured = measured or 0.0
+    return "near it" if abs(measured - model) <= NEAR * model else "less" if measured < model else "more"
+
+
+def start_up_model_table(n_workers: int, pickling: float, unpickling: float, sizes: Sequence[int],
+                         added: Sequence[float | None], model: bool = True) -> str:
+    """Lines to print: by size (bytes), what installing the object added to an empty pool's start-up
+    (``added``: seconds, None where nothing measurable) and, if ``model``, the model ``n_workers`` ×
+    (``pickling`` + ``unpickling``: the largest object's, seconds) scaled by size."""
+    modelled, took = _start_up_model(n_workers, pickling, unpickling, sizes, added)
+    against = f", against the model {n_workers} × (pickling + unpickling) scaled by size" if model else ""
+    lines = [f"start-up added to an empty pool{against}:"]
+    for n, m, a in zip(sizes, modelled, took, strict=True):
+        measured = "nothing measurable" if a is None else f"measured +{approx_seconds(a)}"
+        its_model = f", model {approx_seconds(m)}" if model else ""
+        lines.append(f"{format_bytes(n):>9}: {measured}{its_model}")
+    return "\n".join(lines)
+
+
+def start_up_against_model(n_workers: int, pickling: float, unpickling: float, sizes: Sequence[int],
+                           added: Sequence[float | None]) -> str:
+    """The model of ``start_up_model_table`` in a sentence: its sum at the largest size against what
+    was measured there, then how the smaller sizes bore it out (every figure rounded as printed)."""
+    model, took = _start_up_model(n_workers, pickling, unpickling, sizes, added)
+    measured = "nothing measurable" if took[-1] is None else approx_seconds(took[-1])
+    fits = _fits(took[-1], model[-1]).replace("less", "less: some of it overlapped")
+    parts = f"{approx_seconds(_two_digits(pickling))} + {approx_seconds(_two_digits(unpickling))}"
+    text = (f"{n_workers} × ({parts}, section 1) = {approx_seconds(model[-1])} at {format_bytes(sizes[-1])}, "
+            f"measured {measured}, {fits}")
+    if len(sizes) < 2:
+        return text + "."
+    text += "; scaled by size (printed above), "
+    smaller, smallest = [_fits(took[i], model[i]) for i in range(len(sizes) - 1)], format_bytes(sizes[0])
+    if set(smaller) == {"near it"}:
+        return text + "near it at every size."
+    if smaller[0] == "less" or took[0] is None:
+        return text + f"less at {smallest}: some of it overlapped."
+    if smaller[0] == "near it":
+        return text + f"near it at {smallest} too."
+    return (text + "a part it leaves out weighs most on a small object: "
+            f"{approx_seconds(took[0] - model[0])} of {approx_seconds(took[0])} at {smallest}.")
+
+
+def proxy_across_sizes(medians: Sequence[float], reads: int) -> str:
+    """How a proxy task reading ``reads`` items moved across the lists' sizes (``medians``, seconds,
+    smallest list first; as printed, three digits, in the table above the figure): flat within
+    ``FLAT``, or how far it fell or rose, though a read moves one item at any length."""
+    times = [shown(t) for t in medians]
+    ratio = approx_ratio(max(times) / min(times))
+    steps = list(pairwise(times))
+    course = ("falls" if all(a > b for a, b in steps) else
+              "rises" if all(a < b for a, b in steps) else "varies")
+    way, why = f"the proxy's ({reads} reads) {course}", "a read moves one item at any length"
+    if max(times) <= FLAT * min(times):
+        return f"{way} within {ratio}×: flat within noise, as {why}"
+    return f"{way} {ratio}× across the sizes, though {why}"
+
+
+def off_the_line(offs: Sequence[float]) -> str:
+    """How far measured tasks fell off a line that predicted them (``offs``: measured / line − 1,
+    each), in whole percent as printed: "ran 16% to 42% high" (measured under the line), "ran 5%
+    low", "ran 16% high to 5% low" (the farthest each way)."""
+    high = sorted(-off for off in offs if off < 0)
+    low = sorted(off for off in offs if off >= 0)
+
+    def span(shares: list[float]) -> str:
+        ends = dict.fromkeys(f"{share:.0%}" for share in (shares[0], shares[-1]))
+        return " to ".join(ends)
+
+    if high and low:
+        return f"ran {high[-1]:.0%} high to {low[-1]:.0%} low"
+    return f"ran {span(high)} high" if high else f"ran {span(low)} low"
