@@ -674,8 +674,8 @@ ANSWER_FORM = '{"list_task_ms": ..., "proxy_speedup": ...}'
 EXERCISE = Exercise(
     name="the Keras post's race",
     question=(f"with the post's list of {POST_ITEMS:,} small tuples and one item read per task, how many "
-              f"milliseconds does a task that carries the list take (within {LIST_WINDOW}×; leaving out a "
-              "part it pays fails), and how many "
+              f"milliseconds does a task that carries the list take (within {LIST_WINDOW}×; leaving out its "
+              "pickling or its unpickling fails), and how many "
               "times faster per task is the proxy than sending the list with every task (within "
               f"{WINDOWS['proxy_speedup']}×)? answer = {ANSWER_FORM}"),
     check=_check_post_race,

@@ -213,8 +213,13 @@ def start_up_against_model(n_workers: int, pickling: float, unpickling: float, s
         return text + f"less at {smallest}: some of it overlapped."
     if smaller[0] == "near it":
         return text + f"near it at {smallest} too."
-    return (text + "a part it leaves out weighs most on a small object: "
-            f"{approx_seconds(took[0] - model[0])} of {approx_seconds(took[0])} at {smallest}.")
+    gaps = [None if t is None else t - m for t, m in zip(took, model, strict=True)]  # as printed
+    text += (f"short by a part not broken down here: {approx_seconds(gaps[0])} of {approx_seconds(took[0])} "
+             f"at {smallest}")
+    if all(g is not None and g > 0 for g in gaps) and all(a > b for a, b in pairwise(gaps)):
+        text = text.replace(" here:", " here, shrinking as the object grows:")
+        text += ", then " + " and ".join(approx_seconds(g) for g in gaps[1:])
+    return text + "."
 
 
 def proxy_across_sizes(medians: Sequence[float], reads: int) -> str:
