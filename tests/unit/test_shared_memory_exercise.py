@@ -196,6 +196,16 @@ def test_figures_in_prose_keep_two_significant_digits(value, text):
     assert shared_memory_tables.about(value) == text
 
 
+def test_all_together_is_the_product_of_the_factors_as_printed():
+    # per row: bytes / new segment 4.40, objects / bytes 18.6, tracemalloc 2.98; their product 243.9
+    # would read 240×, the product as printed (4.4 × 19 × 3 = 250.8) reads 250×
+    text = shared_memory_tables.post_versions(fan_outs_of(0.0044, 0.008184, 0.001, 0.02438832), N_WORKERS)
+    assert all(row in text for row in ["| pickling fixed-width bytes / a new segment | 4.4× |",
+                                       "| text as Python objects / fixed-width bytes | 19× |",
+                                       "| tracemalloc on / off | 3× |",
+                                       "| all together, with our 2 workers | **250×**, more than"]), text
+
+
 def test_tracing_a_new_segment_too_divides_the_objects_tracing_factor():
     text = shared_memory_tables.post_versions(fan_outs_of(0.004, 0.008, 0.001, 0.024, shared_traced=0.0015),
                                               N_WORKERS)
