@@ -701,7 +701,8 @@ def guide_markdown(results: Sequence, floors: tuple[Timing, Timing], columns: Se
     far = [n for n in _far_off(results, floors[0].median, references, "fan-out")
            if n in ("sharedctypes", "shared_memory")]
     flag = f"; {_and([f'`{n}`' for n in far])}: {FAR_OFF_SAID}" if far else ""
-    read_only += f" was {how} here ({ctypes:.3g}× against {shm:.3g}× floor (a){flag})"
+    size = format_bytes(results[0].array_bytes)
+    read_only += f" was {how} here ({size}: {ctypes:.3g}× against {shm:.3g}× floor (a){flag})"
     refs = [c for c in columns[1:] if "sharedctypes" in c.medians and "shared_memory" in c.medians]
     if refs:
         read_only += f" and, in the reference, {_ranked_by_size(refs, 'sharedctypes', 'shared_memory')}"
@@ -1402,7 +1403,8 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing], referen
     piped = [name for name in PIPED_PER_TASK if name in fan]
     mapped = [name for name in RESULT_WRITTEN_IN_PLACE if name in fan]
     if piped and mapped and min(fan[n] for n in piped) >= NOISE_FACTOR * max(fan[n] for n in mapped):
-        text = (f"- Pickling per task is dear: per fan-out, {' and '.join(f'`{n}`' for n in piped)} took "
+        text = (f"- Pickling per task is dear: per fan-out at {format_bytes(results[0].array_bytes)} here, "
+                f"{' and '.join(f'`{n}`' for n in piped)} took "
                 f"{span(piped)} floor (a); one shared copy, mapped, {span(mapped)}"
                 f"{_put_once_outside(results, floors, references)}.")
         shared = [name for name in COPY_PER_TASK_SHARED if name in fan]
@@ -1414,12 +1416,13 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing], referen
                 text = text[:-1] + f", within {NOISE_FACTOR:g}× of the slowest mapped way (not ranked)."
         sections = "section 3"
         if "joblib" in fan:  # one dump per call, inside the timed call: none of the groups above
-            text = text[:-1] + (f"; `joblib`, one dump per call inside the timed call, "
+            text = text[:-1] + (f"; `joblib`, dumping inside the timed call, "
                                 f"{_table(fan['joblib'])}×.")
             if "joblib" in far_fan:  # section 6's flag, where the line's last figure is the flagged one
                 text = text[:-1] + ", far off the reference: rerun before you trust it."
                 sections = "sections 3 and 6"
-        lines.append(text[:-1] + f" ({sections}).")
+        groups = [piped, mapped, *([shared] if shared else [])]
+        lines.append(text[:-1] + f" ({sections})." + _at_largest_reference(fan, groups, results, references))
     late = [name for name in LATE_START if name in fan and done[name].setup_s is not None]
     if late:  # their start-up, untimed in the fan-out, is where send_once pays its copies
         def paid(n: str) -> str:
@@ -1439,6 +1442,29 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing], referen
                      f"{bound(trip[low], low)} floor (b); written into a segment or file "
                      f"made beforehand (untimed), at most {bound(trip[high], high)} (section 3).")
     return "\n".join(lines)
+
+
+def _at_largest_reference(fan: dict[str, float], groups: Sequence[Sequence[str]], results: Sequence,
+                          references: Sequence) -> str:
+    """' At 1 GiB the reference: 56× to 73×, 0.93× to 2.5× and 3× to 4.2×, ranked as here.': the
+    fan-outs of the takeaway's ``groups`` (the same ways, in the same order) at the reference's largest
+    size, where fixed costs per task weigh least; 'ranked as here' when every pair of groups
+    ``NOISE_FACTOR`` apart here is in the same order there, else 'not all ranked as here'. "" without a
+    reference larger than this run or where a group's ways did not all run there."""
+    size = results[0].array_bytes if results else None
+    larger = [r for r in references if getattr(r, "size_bytes", 0) > (size or 0)]
+    if not larger or not fan:
+        return ""
+    there = max(larger, key=lambda r: r.size_bytes).fan_out_ran
+    if any(name not in there for group in groups for name in group):
+        return ""
+    ranges = [_range([there[n] for n in group]) for group in groups]
+    kept = all(min(there[n] for n in high) > max(there[n] for n in low)
+               for high in groups for low in groups
+               if min(fan[n] for n in high) >= NOISE_FACTOR * max(fan[n] for n in low))
+    listed = ", ".join(ranges[:-1]) + " and " + ranges[-1]
+    return (f" At {format_bytes(max(r.size_bytes for r in larger))} the reference: {listed}, "
+            + ("ranked as here." if kept else "not all ranked as here."))
 
 
 def _put_once_outside(results: Sequence, floors: tuple[Timing, Timing], references: Sequence) -> str:

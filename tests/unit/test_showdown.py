@@ -625,14 +625,14 @@ def test_the_guide_ranks_sharedctypes_against_shared_memory_only_beyond_noise():
         return StrategyResult(**{**vars(_result(name, seconds)), "fan_out": Timing(runs=(seconds,))})
     tie = showdown.guide_markdown([one_run("sharedctypes", 0.00632), one_run("shared_memory", 0.00929)],
                                   FLOORS, [])
-    assert ("`sharedctypes` (05) was within 2× of it here (6.32× against 9.29× floor (a)); "
+    assert ("`sharedctypes` (05) was within 2× of it here (4 MiB: 6.32× against 9.29× floor (a)); "
             "but it reaches workers only when they start.") in tie
     apart = showdown.guide_markdown([one_run("sharedctypes", 0.003), one_run("shared_memory", 0.00929)],
                                     FLOORS, [])
-    assert "`sharedctypes` (05) was faster here (3× against 9.29× floor (a)); but it" in apart
+    assert "`sharedctypes` (05) was faster here (4 MiB: 3× against 9.29× floor (a)); but it" in apart
     medians = showdown.guide_markdown([_result("sharedctypes", 0.00632), _result("shared_memory", 0.00929)],
                                       FLOORS, [])
-    assert "was within 2× of it here (6.32× against 9.29× floor (a))" in medians
+    assert "was within 2× of it here (4 MiB: 6.32× against 9.29× floor (a))" in medians
 
 
 def test_joblib_slower_than_pickle_is_said_beside_the_pickle_claim():
@@ -667,13 +667,14 @@ def test_the_guide_calls_sharedctypes_faster_when_the_reference_agrees_at_every_
     here = column("this run", {"sharedctypes": 7.43, "shared_memory": 10.0})
     reference = column("reference (16 MiB)", {"sharedctypes": 1.87, "shared_memory": 4.22})
     text = showdown.guide_markdown(results, FLOORS, [here, reference])
-    assert ("`sharedctypes` (05) was within 2× of it here (7.43× against 10× floor (a)) and, in the "
+    assert ("`sharedctypes` (05) was within 2× of it here (4 MiB: 7.43× against 10× floor (a)) and, in the "
             "reference, at least 2× faster at 4 MiB; but `sharedctypes` reaches workers only when they "
             "start.") in text
     apart = showdown.guide_markdown([one_run("sharedctypes", 0.003), results[1]], FLOORS,
                                     [column("this run", {"sharedctypes": 3.0, "shared_memory": 10.0}),
                                      reference])
-    assert ("`sharedctypes` (05) was faster here (3× against 10× floor (a)) and, in the reference, at least "
+    assert ("`sharedctypes` (05) was faster here (4 MiB: 3× against 10× floor (a)) and, in the reference, "
+            "at least "
             "2× faster at 4 MiB; but it reaches workers only when they start.") in apart
     # cold read 11: each of the reference's sizes read by section 3's rule, not by direction alone
     # (its 128 MiB: 1.67x against 2.31x floor (a), a tie)
@@ -683,7 +684,8 @@ def test_the_guide_calls_sharedctypes_faster_when_the_reference_agrees_at_every_
     sizes = [sized(16 * MiB, {"sharedctypes": 1.87, "shared_memory": 4.22}),
              sized(128 * MiB, {"sharedctypes": 1.67, "shared_memory": 2.31}),
              sized(1024 * MiB, {"sharedctypes": 0.928, "shared_memory": 2.2})]
-    assert ("was faster here (3× against 10× floor (a)) and, in the reference, at least 2× faster at 16 MiB "
+    assert ("was faster here (4 MiB: 3× against 10× floor (a)) and, in the reference, at least 2× faster "
+            "at 16 MiB "
             "and 1 GiB, within 2× at 128 MiB; but it reaches") in showdown.guide_markdown(
                 [one_run("sharedctypes", 0.003), results[1]], FLOORS, [here, *sizes])
     assert "in the reference at every size" not in showdown.guide_markdown(results, FLOORS, [here, *sizes])
@@ -731,8 +733,8 @@ def test_the_takeaways_give_this_runs_fan_outs_and_round_trips_with_their_sectio
                _result("sharedctypes", 0.0032, 0.002), _result("shared_memory", 0.0075, 0.008),
                _result("threads", 0.001, 0.001)]
     text = showdown.takeaways_markdown(results, FLOORS)
-    assert text.startswith("- Pickling per task is dear: per fan-out, `pickle` and `manager` took 93× to "
-                           "115× floor (a); one shared copy, mapped, 3.2× to 7.5× (section 3).")
+    assert text.startswith("- Pickling per task is dear: per fan-out at 4 MiB here, `pickle` and `manager` "
+                           "took 93× to 115× floor (a); one shared copy, mapped, 3.2× to 7.5× (section 3).")
     assert ("pickled back through a pipe it took at least 22× floor (b); written into a segment or file made "
             "beforehand (untimed), at most 1.3× (section 3).") in text
     assert "PSS" not in text and "array" not in text
@@ -746,8 +748,8 @@ def test_the_takeaways_give_this_runs_fan_outs_and_round_trips_with_their_sectio
     close = [*results, _result("executor", 0.0136, 0.02), _result("ray_by_value", 0.0129, 0.009),
              _result("joblib", 0.0305, 0.1)]
     assert ("a copy per task into shared memory (`executor`, `ray_by_value`), 12.9× to 13.6×, "
-            "within 2× of the slowest mapped way (not ranked); `joblib`, one dump per call inside the timed "
-            "call, 30.5× "
+            "within 2× of the slowest mapped way (not ranked); `joblib`, dumping inside the timed call, "
+            "30.5× "
             "(section 3).") in showdown.takeaways_markdown(close, FLOORS)
     assert showdown.takeaways_markdown([_result("threads", 0.001, 0.001)], FLOORS) == ""
     # cold read 11 at fdd0447: the ways whose workers get the array at start-up, their fan-outs named
@@ -759,6 +761,40 @@ def test_the_takeaways_give_this_runs_fan_outs_and_round_trips_with_their_sectio
     # within 2x of each other: no line says one is dear
     close = [_result("pickle", 0.01, 0.03), _result("sharedctypes", 0.006, 0.02)]
     assert showdown.takeaways_markdown(close, FLOORS) == ""
+
+    assert "the reference" not in text  # no reference: no size but this run's
+
+
+def test_the_takeaway_sets_the_references_largest_size_beside_this_runs_fan_outs():
+    """Lesson 11, cold read 11 (F1): the takeaway gave this run's 16 MiB ratios (mapped 3.16× to 12.8×,
+    a copy per task 15.5× to 18.4×) as the costs; it now scopes them to this run's size and adds the
+    same groups at the reference's largest size (vm-2026-11-26 at 1 GiB), where fixed costs weigh less,
+    with whether the groups ranked here keep their order there."""
+    from pathlib import Path
+
+    from helpers.bench.showdown_reference import Reference, load_every_size
+    run = [_result("pickle", 0.0717), _result("manager", 0.0636), _result("sharedctypes", 0.00209),
+           _result("memmap_disk", 0.00341), _result("memmap_tmpfs", 0.00672),
+           _result("shared_memory", 0.00847),
+           _result("executor", 0.0102), _result("ray_by_value", 0.0122)]
+    shipped = load_every_size()
+    assert not isinstance(shipped, str), shipped
+    text = showdown.takeaways_markdown(run, FLOORS, shipped)
+    assert text.startswith("- Pickling per task is dear: per fan-out at 4 MiB here, `pickle` and `manager` "
+                           "took ")
+    assert text.endswith("(section 3). At 1 GiB the reference: 56× to 73×, 0.93× to 2.5× and 3× to 4.2×, "
+                         "ranked as here.")
+
+    def there(size: int, fan_out: dict) -> Reference:
+        return Reference(Path("vm-2026-11-26-strategies.json"), "vm", "", size, 2, 0.001, fan_out, {}, {})
+    two = [_result("pickle", 0.05), _result("sharedctypes", 0.002), _result("shared_memory", 0.006)]
+    swapped = there(64 * SIZE, {"pickle": 2.0, "sharedctypes": 3.0, "shared_memory": 4.0})
+    assert showdown.takeaways_markdown(two, FLOORS, [swapped]).endswith(
+        "At 256 MiB the reference: 2× and 3× to 4×, not all ranked as here.")
+    # no larger reference, or a group's way not run there: nothing added
+    assert "ranked as here" not in showdown.takeaways_markdown(two, FLOORS, [there(SIZE, swapped.fan_out)])
+    assert "ranked as here" not in showdown.takeaways_markdown(
+        two, FLOORS, [there(64 * SIZE, {"pickle": 50.0, "sharedctypes": 1.0})])
 
 
 def test_a_round_trip_far_off_the_reference_is_flagged_where_section_3_quotes_it():
@@ -851,7 +887,7 @@ def test_each_gap_of_the_verdict_is_said_by_its_own_ratio_and_a_far_off_way_carr
     # its round trip, flagged too, tops the pipe's range
     assert "(`joblib`'s 43×: far off the reference, section 6)" in text
     takeaway = showdown.takeaways_markdown(run, FLOORS, references)
-    assert ("; `joblib`, one dump per call inside the timed call, 181×, far off the reference: rerun "
+    assert ("; `joblib`, dumping inside the timed call, 181×, far off the reference: rerun "
             "before you trust it (sections 3 and 6).") in takeaway
     # without a reference, nothing is flagged: quoted as measured
     assert "far off" not in showdown.time_what_to_see(run, FLOORS) + showdown.takeaways_markdown(run, FLOORS)
@@ -869,7 +905,7 @@ def test_each_gap_of_the_verdict_is_said_by_its_own_ratio_and_a_far_off_way_carr
     far_ctypes, references = _l11({"sharedctypes": 5})
     columns = showdown.claims_by_size(far_ctypes, references)
     guide = showdown.guide_markdown(far_ctypes, FLOORS, columns, references)
-    assert "(22.6× against 7.27× floor (a); `sharedctypes`: far off the reference, section 6)" in guide
+    assert "(4 MiB: 22.6× against 7.27× floor (a); `sharedctypes`: far off the reference, section 6)" in guide
 
 
 def _lesson_11(name: str, fan_out_ms: float, setup_ms: float = 0.001) -> StrategyResult:
