@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
@@ -565,29 +566,38 @@ def trip_against_floors(trip: Timing, warm: float, fresh: float, work: float) ->
     return f": {format_seconds(median - copies)} more than {at_floors}"
 
 
-def reader_share(stage: float, trip: float, fresh: float, left: float) -> str:
-    """How much of ``left`` (seconds: section 2's pipe stage through the big pipe, ``stage``, beyond its
-    copies at the floors) was ``recv_bytes``, for prose: what reading straight into the array (``trip``:
-    one copy fewer, about ``fresh``, and a sum more) saved beyond that copy, worked out in a fenced
-    block from the figures as printed; "all" within 10% of ``left``, "most" from half of it."""
-    saved = shown(stage) - shown(trip)
-    beyond_copy = saved - shown(fresh)
-    left_words = f"its {format_seconds(left)} beyond the floors"
-    if saved <= 0:
-        return (f"Section 2's stage through that pipe took no longer than this trip: {left_words} "
-                "was not the reader. ")
-    rows = ((" ", stage, "section 2's stage through the 1 MiB pipe"),
-            ("-", trip, "this trip (one copy fewer, its sum included)"),
-            ("-", fresh, "that copy, at the fresh floor"),
-            ("=", beyond_copy, "recv_bytes beyond its copies"))
-    table = "".join(f"{sign} {format_seconds(seconds):>8}  {what}\n" for sign, seconds, what in rows)
-    head = f"Against section 2's stage:\n\n```\n{table}```\n\n"
-    if beyond_copy <= 0:
-        return head + f"Reading straight in saved no more than that copy: {left_words} was not the reader. "
-    share = beyond_copy / left
-    amount = ("more than" if share > 1.1 else "about all of" if share >= 0.9 else
-              "most of" if share >= 0.5 else "part of")
-    return head + f"`recv_bytes` took {amount} the stage's {format_seconds(left)} beyond the floors. "
+def summed(*seconds: float) -> tuple[str, float]:
+    """Durations added as printed, for prose: ("11.2 + 53.9 + 8.35 = 73.45 ms", the sum in seconds). In one
+    unit, the printed numbers are added exactly (the sum checks by hand); else each keeps its unit."""
+    parts = [format_seconds(x).split() for x in seconds]
+    total = sum(Decimal(number) for number, _ in parts) if all(len(part) == 2 for part in parts) else None
+    if total is not None and total < 1000 and len({unit for _, unit in parts}) == 1:
+        unit = parts[0][1]
+        text = f"{' + '.join(number for number, _ in parts)} = {total.normalize():f} {unit}"
+        return text, float(total) * {"s": 1, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}[unit]
+    total = sum(float(f"{x:.3g}") for x in seconds)  # each as printed
+    return " + ".join(format_seconds(x) for x in seconds) + f" = {format_seconds(total)}", total
+
+
+def reader_share(trip: float, warm: float, fresh: float, work: float, left: float) -> str:
+    """Where ``left`` (seconds: section 2's pipe stage through the big pipe beyond its copies at the
+    floors) went, for prose: this trip (``trip``, read straight into a new array, its sum ``work``
+    included) against its own two copies (``warm`` into the pipe, ``fresh`` out into the array) and
+    its sum at the floors, as printed. No more than them: nothing beyond copying is left in it, so
+    ``left`` belongs to the step it skips, ``recv_bytes``; more: only what is left of ``left``."""
+    sum_text, floors = summed(warm, fresh, work)
+    trip_words = f"At {format_seconds(trip)}, sum included, this trip took"
+    at_floors = f"its two copies and sum at the floors ({sum_text})"
+    stage_words = f"section 2's {format_seconds(left)} beyond the floors"
+    over = shown(trip) - floors
+    if over <= 0:
+        return (f"{trip_words} no more than {at_floors}, so {stage_words} belongs to the step it skips, "
+                "`recv_bytes`. ")
+    head = f"{trip_words} {format_seconds(over)} more than {at_floors}"
+    if over < left:
+        return (f"{head}: of {stage_words}, about {format_seconds(shown(left) - shown(over))} is left for "
+                "the step it skips, `recv_bytes`. ")
+    return f"{head}, no less than {stage_words}: it does not single out `recv_bytes`, the step it skips. "
 
 
 def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: float, array_bytes: int):

@@ -1,6 +1,7 @@
 """Lesson 02's wording of slicing's speed-up against its byte saving: "more than" or "less than" only
 when every statistic the page shows (medians and fastest runs, both pools) clears the margin; and of
-``loads`` and the round trip against the fresh floor (4 KiB pages, lesson 00), as printed."""
+``loads`` and the round trip against the fresh floor (4 KiB pages, lesson 00), as printed; and of the
+big pipe's trip against its floors, which tells where section 2's stage beyond its floors went."""
 
 import pytest
 
@@ -12,6 +13,7 @@ from helpers.lessons.pickle_baseline import (
     loads_against_fresh,
     reader_share,
     shown,
+    summed,
     trip_against_floors,
 )
 from helpers.measure.timing import Timing
@@ -90,32 +92,32 @@ def test_a_trip_over_its_floors_says_by_how_much():
 
 
 LEFT = 50 * MS  # section 2's stage through the 1 MiB pipe beyond its copies at the floors
-NOT_READER = "its 50 ms beyond the floors was not the reader. "
+STORED_SUM = 8.35 * MS  # the stored run's np.sum of the array alone
+AT_FLOORS = "its two copies and sum at the floors (11.2 + 53.9 + 8.35 = 73.45 ms)"
+STAGE = "section 2's 50 ms beyond the floors"
 
 
-def test_the_reader_share_works_out_the_saving_less_one_fresh_copy_from_the_printed_figures():
-    assert reader_share(0.169, 0.0642, FRESH, LEFT) == (  # stored: 169 - 64.2 - 53.9 = 50.9 ms, 50 ms left
-        "Against section 2's stage:\n\n```\n"
-        "    169 ms  section 2's stage through the 1 MiB pipe\n"
-        "-  64.2 ms  this trip (one copy fewer, its sum included)\n"
-        "-  53.9 ms  that copy, at the fresh floor\n"
-        "=  50.9 ms  recv_bytes beyond its copies\n"
-        "```\n\n"
-        "`recv_bytes` took about all of the stage's 50 ms beyond the floors. ")
+def test_printed_durations_are_added_exactly_as_printed():
+    assert summed(WARM, FRESH, STORED_SUM) == ("11.2 + 53.9 + 8.35 = 73.45 ms", pytest.approx(0.07345))
+    assert summed(0.5, 0.6)[0] == "500 ms + 600 ms = 1.1 s"  # past 1,000 of a unit: each keeps its unit
+    assert summed(0.5, 20e-6)[0] == "500 ms + 20 µs = 500 ms"
 
 
-@pytest.mark.parametrize("trip_s, amount", [
-    (0.055, "more than"),  # 169 - 55 - 53.9 = 60.1 ms: 1.2 x the 50 ms
-    (0.069, "about all of"),  # 46.1 ms: 0.92 x
-    (0.075, "most of"),  # 40.1 ms: 0.8 x
-    (0.089, "most of"),  # 26.1 ms: 0.52 x
-    (0.095, "part of"),  # 20.1 ms: 0.4 x
-])
-def test_the_reader_share_is_worded_by_its_fraction_of_the_stage_beyond_the_floors(trip_s, amount):
-    assert reader_share(0.169, trip_s, FRESH, LEFT).endswith(
-        f"`recv_bytes` took {amount} the stage's 50 ms beyond the floors. ")
+def test_a_trip_within_its_floors_leaves_the_stage_beyond_its_floors_to_the_reader():
+    assert reader_share(0.0642, WARM, FRESH, STORED_SUM, LEFT) == (  # the stored run
+        f"At 64.2 ms, sum included, this trip took no more than {AT_FLOORS}, so {STAGE} belongs to the step "
+        "it skips, `recv_bytes`. ")
+    assert reader_share(0.07345, WARM, FRESH, STORED_SUM, LEFT).startswith(  # printed 73.5 ms, more by 50 µs
+        "At 73.5 ms, sum included, this trip took 50 µs more than")
 
 
-def test_no_share_is_given_to_the_reader_when_the_trip_saved_no_more_than_the_copy():
-    assert reader_share(0.169, 0.120, FRESH, LEFT).endswith("no more than that copy: " + NOT_READER)
-    assert reader_share(0.100, 0.120, FRESH, LEFT).endswith("no longer than this trip: " + NOT_READER)
+def test_a_trip_over_its_floors_leaves_the_reader_only_the_rest():
+    assert reader_share(0.0842, WARM, FRESH, STORED_SUM, LEFT) == (
+        f"At 84.2 ms, sum included, this trip took 10.8 ms more than {AT_FLOORS}: of {STAGE}, about 39.2 ms "
+        "is left for the step it skips, `recv_bytes`. ")
+
+
+def test_a_trip_as_far_over_its_floors_as_the_stage_singles_out_nothing():
+    assert reader_share(0.1442, WARM, FRESH, STORED_SUM, LEFT) == (
+        f"At 144 ms, sum included, this trip took 70.6 ms more than {AT_FLOORS}, no less than {STAGE}: "
+        "it does not single out `recv_bytes`, the step it skips. ")
