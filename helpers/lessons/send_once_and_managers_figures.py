@@ -196,7 +196,9 @@ def start_up_model_table(n_workers: int, pickling: float, unpickling: float, siz
 def start_up_against_model(n_workers: int, pickling: float, unpickling: float, sizes: Sequence[int],
                            added: Sequence[float | None]) -> str:
     """The model of ``start_up_model_table`` in a sentence: its sum at the largest size against what
-    was measured there, then how the smaller sizes bore it out (every figure rounded as printed)."""
+    was measured there (near it: "the model fits a large object"), then how the smallest size bore it
+    out (every figure rounded as printed): where it falls short there, how much of that start-up is
+    a part the model leaves out ("most" past half)."""
     model, took = _start_up_model(n_workers, pickling, unpickling, sizes, added)
     measured = "nothing measurable" if took[-1] is None else approx_seconds(took[-1])
     fits = _fits(took[-1], model[-1]).replace("less", "less: some of it overlapped")
@@ -205,21 +207,19 @@ def start_up_against_model(n_workers: int, pickling: float, unpickling: float, s
             f"measured {measured}, {fits}")
     if len(sizes) < 2:
         return text + "."
-    text += "; scaled by size (printed above), "
     smaller, smallest = [_fits(took[i], model[i]) for i in range(len(sizes) - 1)], format_bytes(sizes[0])
     if set(smaller) == {"near it"}:
-        return text + "near it at every size."
+        return text + "; scaled by size (printed above), near it at every size."
     if smaller[0] == "less" or took[0] is None:
-        return text + f"less at {smallest}: some of it overlapped."
+        return text + f"; scaled by size (printed above), less at {smallest}: some of it overlapped."
     if smaller[0] == "near it":
-        return text + f"near it at {smallest} too."
-    gaps = [None if t is None else t - m for t, m in zip(took, model, strict=True)]  # as printed
-    text += (f"short by a part not broken down here: {approx_seconds(gaps[0])} of {approx_seconds(took[0])} "
-             f"at {smallest}")
-    if all(g is not None and g > 0 for g in gaps) and all(a > b for a, b in pairwise(gaps)):
-        text = text.replace(" here:", " here, shrinking as the object grows:")
-        text += ", then " + " and ".join(approx_seconds(g) for g in gaps[1:])
-    return text + "."
+        return text + f"; scaled by size (printed above), near it at {smallest} too."
+    if fits == "near it":
+        text = text.removesuffix(", near it") + ": the model fits a large object"
+    gap = took[0] - model[0]  # as printed
+    share = "most" if gap > took[0] / 2 else "some"
+    return text + (f". At {smallest}, scaled by size, it leaves {share} of the start-up to a part not broken "
+                   f"down here: {approx_seconds(gap)} of {approx_seconds(took[0])}.")
 
 
 def proxy_across_sizes(medians: Sequence[float], reads: int) -> str:
