@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from decimal import Decimal
 from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
@@ -566,37 +565,34 @@ def trip_against_floors(trip: Timing, warm: float, fresh: float, work: float) ->
     return f": {format_seconds(median - copies)} more than {at_floors}"
 
 
-def summed(*seconds: float) -> tuple[str, float]:
-    """Durations added as printed, for prose: ("11.2 + 53.9 + 8.35 = 73.45 ms", the sum in seconds). In one
-    unit, the printed numbers are added exactly (the sum checks by hand); else each keeps its unit."""
-    parts = [format_seconds(x).split() for x in seconds]
-    total = sum(Decimal(number) for number, _ in parts) if all(len(part) == 2 for part in parts) else None
-    if total is not None and total < 1000 and len({unit for _, unit in parts}) == 1:
-        unit = parts[0][1]
-        text = f"{' + '.join(number for number, _ in parts)} = {total.normalize():f} {unit}"
-        return text, float(total) * {"s": 1, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}[unit]
-    total = sum(float(f"{x:.3g}") for x in seconds)  # each as printed
-    return " + ".join(format_seconds(x) for x in seconds) + f" = {format_seconds(total)}", total
+_PAGES_HELP = "its 2 MiB pages also help, not timed apart here"  # a trip into a new array, beside recv_bytes
 
 
-def reader_share(trip: float, warm: float, fresh: float, work: float, left: float) -> str:
+def reader_share(trip: Timing, warm: float, fresh: float, work: float, left: float) -> str:
     """Where ``left`` (seconds: section 2's pipe stage through the big pipe beyond its copies at the
     floors) went, for prose: this trip (``trip``, read straight into a new array, its sum ``work``
-    included) against its own two copies (``warm`` into the pipe, ``fresh`` out into the array) and
-    its sum at the floors, as printed. No more than them: nothing beyond copying is left in it, so
-    ``left`` belongs to the step it skips, ``recv_bytes``; more: only what is left of ``left``."""
-    sum_text, floors = summed(warm, fresh, work)
-    trip_words = f"At {format_seconds(trip)}, sum included, this trip took"
-    at_floors = f"its two copies and sum at the floors ({sum_text})"
+    included) against its two copies (``warm`` into the pipe, ``fresh`` out into the array) and its sum
+    at the floors, as printed. The trip skips ``recv_bytes``; where its runs show the new array's 2 MiB
+    pages (as ``trip_against_floors`` names them), they help too, untimed apart: ``recv_bytes`` then
+    took at most ``left`` (at most what the trip's excess leaves of it), not all of it."""
+    floors = shown(warm) + shown(fresh) + shown(work)
+    pages = shown(trip.min) < shown(fresh) or shown(trip.median) < shown(fresh) + shown(work)
+    trip_words = f"At {format_seconds(trip.median)}, sum included, this trip took"
+    at_floors = f"its two copies and sum at the floors (about {format_seconds(float(f'{floors:.2g}'))})"
     stage_words = f"section 2's {format_seconds(left)} beyond the floors"
-    over = shown(trip) - floors
+    over = shown(trip.median) - floors
+    if over <= 0 and pages:
+        return (f"{trip_words} no more than {at_floors}. It skips `recv_bytes`, but {_PAGES_HELP}: "
+                f"`recv_bytes` took at most {stage_words}. ")
     if over <= 0:
         return (f"{trip_words} no more than {at_floors}, so {stage_words} belongs to the step it skips, "
                 "`recv_bytes`. ")
     head = f"{trip_words} {format_seconds(over)} more than {at_floors}"
     if over < left:
-        return (f"{head}: of {stage_words}, about {format_seconds(shown(left) - shown(over))} is left for "
-                "the step it skips, `recv_bytes`. ")
+        rest = format_seconds(shown(left) - shown(over))
+        return (f"{head}: of {stage_words}, "
+                + (f"at most {rest} is left for `recv_bytes`, the step it skips ({_PAGES_HELP}). "
+                   if pages else f"about {rest} is left for the step it skips, `recv_bytes`. "))
     return f"{head}, no less than {stage_words}: it does not single out `recv_bytes`, the step it skips. "
 
 
