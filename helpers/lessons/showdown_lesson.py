@@ -20,6 +20,16 @@ import numbers
 from helpers.lessons.exercises import Exercise
 
 CHOICES = ("fork_cow", "send_once", "sharedctypes", "memmap_tmpfs", "shared_memory", "executor")
+# How each way of ``CHOICES`` gets the array to the workers, as its lesson built it (lessons 03 to 08),
+# printed where the lesson lists the ways, before the exercise: the mechanism, never the count.
+HOW = {
+    "send_once": "sent to each worker as it starts",
+    "fork_cow": "the workers inherit the parent's pages at fork",
+    "sharedctypes": "a shared ctypes array, filled before the pool",
+    "memmap_tmpfs": "a file in /dev/shm that each task maps",
+    "shared_memory": "a segment each task attaches (below)",
+    "executor": "a copy per submit into a pooled segment",
+}
 # The ways whose every worker holds a copy of its own while it holds the array: send_once's
 # initializer copy, and the executor's private copy per submit (one submit per worker).
 PER_WORKER = ("send_once", "executor")

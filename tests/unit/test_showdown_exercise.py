@@ -101,3 +101,13 @@ def test_the_worked_solution_passes_and_skipped_strategies_are_not_asked(monkeyp
 def test_whole_arrays_rounds_to_the_nearest_and_caps_at_a_copy_per_worker():
     assert [showdown_lesson.whole_arrays(x, 2) for x in (-0.1, 0.04, 0.5, 0.51, 1.5, 1.6, 2.76, 9.0)] == [
         0, 0, 0, 1, 1, 2, 2, 2]
+
+
+def test_each_way_asked_is_described_before_the_question_by_its_mechanism_never_its_count():
+    """Lesson 11, cold read 11 round 3 (F1): the exercise named ways the page gave only as code
+    names; section 1 now prints how each shares (``HOW``), with no count of arrays in it."""
+    import re
+
+    assert set(showdown_lesson.HOW) == set(showdown_lesson.CHOICES)
+    for name, how in showdown_lesson.HOW.items():
+        assert not re.search(r"\d|\b(N|one|two|none|zero|no|once|twice|per worker)\b", how), (name, how)
