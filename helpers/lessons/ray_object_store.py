@@ -231,8 +231,9 @@ def dtype_variants(n_bytes: int) -> dict[str, np.ndarray]:
     """Arrays of about ``n_bytes`` each, random data: plain float64, a strided view of float64 (every
     second element: not contiguous, so NumPy pickles its elements in band), a structured array of plain
     fields, the same as ``np.recarray``, a structured array with a datetime64 field, datetime64; then
-    the fix for the two that cannot cross out of band, each viewed as a plain ``ndarray``: the
-    recarray's ``.view(np.ndarray)`` and the datetime64's ``.view("i8")`` (a task can view them back)."""
+    a fix for two of the four that cannot cross out of band (the strided view and the structured array
+    with a datetime64 field get none here), each viewed as a plain ``ndarray``: the recarray's
+    ``.view(np.ndarray)`` and the datetime64's ``.view("i8")`` (a task can view them back)."""
     rng = np.random.default_rng(3)
     n = max(1, n_bytes // 16)
     plain = rng.random(n * 2)
