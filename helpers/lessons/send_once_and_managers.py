@@ -551,6 +551,12 @@ LIST_TASK = "list_task_ms"  # and a list task's time in milliseconds: the answer
 # pickle.loads" (the race's 59-73 ms over loads of 43-50 ms in stored runs: 1.33x to 1.47x) is
 # inside 1.5 and fails on its own rule: below loads + dumps / 2.
 LIST_WINDOW = 1.5
+# "A proxy is cheap to send" (its task priced with no read, leaving out the round trip per read)
+# gave 135x in a stored run, inside 2.5 of the race's 61x: it fails on its own rule, when it is
+# nearer (in ratio) to that no-read factor than to both the race's and the worked solution's. The
+# rule is off when the no-read factor is under this many times the larger of those two (the models
+# too close to tell apart on a noisy run), and never rejects an answer at or under either.
+NO_READ_APART = 1.5
 
 
 def post_items(n_items: int = POST_ITEMS) -> list[tuple[str, list[int]]]:
@@ -617,14 +623,16 @@ def times_before_race(measured: dict) -> dict[str, float]:
     (``RACE_INPUTS``) so the race's cell does not name them before the check (seconds, all measured
     before the race, each the fastest, as the exercise asks): the post's list pickled here
     (``post_dumps``) and unpickled in a fresh worker (``post_loads``, one run); section 3's task
-    sent a proxy and reading one item (``proxy_costs``). A missing name is a ``NameError`` that
+    sent a proxy and reading one item (``proxy_costs``), and with no read (``proxy_no_read``: what
+    the check rejects, the round trip per read left out). A missing name is a ``NameError`` that
     says which."""
     missing = [name for name in RACE_INPUTS if name not in measured]
     if missing:
         raise NameError(f"times_before_race needs the lesson's {', '.join(missing)}: "
                         "run the cells above first")
     return {"dumps": measured["post_dumps"].min, "loads": measured["post_loads"],
-            "proxy_one_read": measured["proxy_costs"].sent[1].min}
+            "proxy_one_read": measured["proxy_costs"].sent[1].min,
+            "proxy_no_read": measured["proxy_costs"].sent[0].min}
 
 
 _FASTER = {"proxy_speedup": "the proxy"}
@@ -642,7 +650,8 @@ _HINTS = {
 def _check_post_race(answer, every_task: float, proxy: float, **_earlier: float) -> str | None:
     """The proxy's factor within its ``WINDOWS`` factor of the race's and the list task within
     ``LIST_WINDOW`` of the race's (its fastest tasks, seconds); of the earlier times the worked
-    solution divides, only the list's pickle.dumps and pickle.loads, to reject "only its loads"."""
+    solution divides, the list's pickle.dumps and pickle.loads, to reject "only its loads", and
+    with the proxy task with no read, to reject "a proxy task pays no read" (``NO_READ_APART``)."""
     if not isinstance(answer, dict) or set(answer) != {*FACTORS, LIST_TASK}:
         return f'answer with a dict of two numbers: {ANSWER_FORM}'
     measured = {"proxy_speedup": every_task / proxy}
@@ -654,6 +663,12 @@ def _check_post_race(answer, every_task: float, proxy: float, **_earlier: float)
             side = "more" if guess < factor else "less"
             return (f"{name}: {_FASTER[name]} gained {side} than that here, by over a factor of "
                     f"{WINDOWS[name]}: {_HINTS[name]}")
+    no_read_factor = _no_read_factor(measured["proxy_speedup"], **_earlier)
+    if no_read_factor is not None and answer["proxy_speedup"] > no_read_factor[1]:
+        # the misconception "a proxy task pays no read": nearer its no-read factor than the right ones
+        return ("proxy_speedup: that prices a proxy task with no read (section 3's fastest task with "
+                f"0 reads gives about {approx_ratio(no_read_factor[0])}×): it also pays a round trip "
+                "per read, its one item pickled and sent back")
     guess, list_ms = answer[LIST_TASK], 1000 * every_task
     if isinstance(guess, bool) or not isinstance(guess, int | float) or guess <= 0:
         return f"{LIST_TASK} is a task's time in milliseconds: a positive number"
@@ -668,6 +683,20 @@ def _check_post_race(answer, every_task: float, proxy: float, **_earlier: float)
     return None
 
 
+def _no_read_factor(race: float, dumps: float | None = None, loads: float | None = None,
+                    proxy_one_read: float | None = None, proxy_no_read: float | None = None,
+                    **_rest: float) -> tuple[float, float] | None:
+    """(the proxy factor of a task priced with no read, the factor above which an answer is nearer
+    to it, in ratio, than to the larger of the race's ``race`` and the worked solution's), or None
+    where a time is missing or the no-read factor is under ``NO_READ_APART`` times that larger one."""
+    if None in (dumps, loads, proxy_one_read, proxy_no_read) or proxy_no_read <= 0:
+        return None
+    no_read, right = (dumps + loads) / proxy_no_read, max(race, (dumps + loads) / proxy_one_read)
+    if no_read < NO_READ_APART * right:
+        return None
+    return no_read, (no_read * right) ** 0.5
+
+
 ANSWER_FORM = '{"list_task_ms": ..., "proxy_speedup": ...}'
 
 
@@ -677,7 +706,7 @@ EXERCISE = Exercise(
               f"milliseconds does a task that carries the list take (within {LIST_WINDOW}×; leaving out its "
               "pickling or its unpickling fails), and how many "
               "times faster per task is the proxy than sending the list with every task (within "
-              f"{WINDOWS['proxy_speedup']}×)? answer = {ANSWER_FORM}"),
+              f"{WINDOWS['proxy_speedup']}×; leaving out its read fails)? answer = {ANSWER_FORM}"),
     check=_check_post_race,
     solution=_solve_post_race,
     explanation=("Sending the list re-pickles 100,000 objects per task, here and again in the worker; the "
@@ -693,6 +722,9 @@ EXERCISE = Exercise(
          "a task that carries the list pays only its pickle.dumps in the sending process"),
         ({"list_task_ms": 49, "proxy_speedup": 33},
          "a task that carries the list pays only its pickle.loads in the worker"),
+        ({"list_task_ms": 65, "proxy_speedup": 135},
+         "a proxy is cheap to send, so its task costs section 3's task with no read: "
+         "the round trip per read left out"),
     ),
 )
 

@@ -12,8 +12,10 @@ from helpers.lessons.send_once_and_managers import EXERCISE
 SPAWN = mp.get_context("spawn")
 RACE = {"every_task": 0.067, "proxy": 0.0015, "installed": 0.00025}  # fastest tasks, seconds
 # its factors: the proxy 44.7× faster than the list (asked), the installed list 6× faster than the proxy
-EARLIER = {"dumps": 0.018, "loads": 0.049, "proxy_one_read": 0.0015}  # seconds
+EARLIER = {"dumps": 0.018, "loads": 0.049, "proxy_one_read": 0.0015, "proxy_no_read": 0.0005}  # seconds
+# with no read, a proxy task's factor is 134×: answers over sqrt(134 × 44.7) ≈ 77 are nearer that
 MEASURED = RACE | EARLIER  # what the lesson's check cell passes
+WINDOW_ONLY = {k: v for k, v in MEASURED.items() if k != "proxy_no_read"}  # no no-read time: the window alone
 MS60 = {"list_task_ms": 60}  # a list task's time within 1.5x of the race's 67 ms
 
 
@@ -34,7 +36,7 @@ def no_child_outlives_the_test(monkeypatch):
     ("installed", "answer with a dict of two numbers"),
     ({"proxy_speedup": 45}, "answer with a dict of two numbers"),
     (MS60 | {"proxy_speedup": 45, "installed_speedup": 6}, "answer with a dict of two numbers"),
-    ({"list_task_ms": 120, "proxy_speedup": 80}, "list_task_ms: .* took less"),
+    ({"list_task_ms": 120, "proxy_speedup": 45}, "list_task_ms: .* took less"),
     ({"list_task_ms": 40, "proxy_speedup": 27}, "list_task_ms: .* took more"),
     # its pickle.loads alone (49 ms of the race's 67): inside 1.5x, below loads + dumps / 2 (58 ms)
     ({"list_task_ms": 49, "proxy_speedup": 33}, "list_task_ms: .* its unpickling"),
@@ -53,13 +55,28 @@ def test_every_named_misconception_is_rejected(answer, misconception, monkeypatc
 @pytest.mark.parametrize("proxy_speedup", [18, 45, 111])
 def test_factors_within_their_windows_and_the_worked_solution_pass(proxy_speedup, monkeypatch, capsys):
     answer = {"list_task_ms": 60, "proxy_speedup": proxy_speedup}
-    assert exercises.grade(EXERCISE, answer, **MEASURED) is True
+    assert exercises.grade(EXERCISE, answer, **WINDOW_ONLY) is True
+    assert (EXERCISE.check(answer, **MEASURED) is None) is (proxy_speedup < 77)  # 111: nearer 134×
     assert EXERCISE.solution(**MEASURED) == {"list_task_ms": pytest.approx(67),
                                              "proxy_speedup": pytest.approx(44.67, rel=1e-3)}
     assert exercises.grade(EXERCISE, None, **MEASURED) is False  # unanswered: the question, no failure
     monkeypatch.setenv(exercises.SOLVE_VARIABLE, "1")
     assert exercises.grade(EXERCISE, None, **MEASURED) is True
     assert "worked solution" in capsys.readouterr().out
+
+
+def test_an_answer_nearer_the_no_read_factor_fails_unless_the_models_are_too_close():
+    """Inside the window, an answer nearer (in ratio) to the no-read factor (134×) than to the race's
+    and the worked solution's (both 44.7×) fails with a hint about the read; where the no-read factor
+    is under NO_READ_APART times the larger right one (a noisy run), the window alone decides."""
+    assert exercises.check(EXERCISE, {"list_task_ms": 60, "proxy_speedup": 76}, **MEASURED) is None
+    with pytest.raises(exercises.WrongAnswer, match="proxy_speedup: that prices a proxy task with no read"):
+        exercises.check(EXERCISE, {"list_task_ms": 60, "proxy_speedup": 79}, **MEASURED)
+    close = MEASURED | {"proxy_no_read": 0.0011}  # 61×, 1.36× the right ones: too close to tell apart
+    assert exercises.check(EXERCISE, {"list_task_ms": 60, "proxy_speedup": 111}, **close) is None
+    # the worked solution over the race (one read slower than the race's proxy task): never rejected
+    slow_read = MEASURED | {"proxy_one_read": 0.0009}  # worked 74×, race 44.7×, no-read 134×
+    assert exercises.check(EXERCISE, EXERCISE.solution(**slow_read), **slow_read) is None
 
 
 def test_the_worked_solution_divides_the_earlier_times_not_the_race():
@@ -116,7 +133,7 @@ def test_times_before_race_picks_what_the_worked_solution_divides():
 
     timing = lambda fastest: SimpleNamespace(min=fastest)  # noqa: E731
     measured = {"post_dumps": timing(0.018), "post_loads": 0.049,
-                "proxy_costs": SimpleNamespace(sent={1: timing(0.0015)}), "unrelated": 1}
+                "proxy_costs": SimpleNamespace(sent={0: timing(0.0005), 1: timing(0.0015)}), "unrelated": 1}
     assert send_once_and_managers.times_before_race(measured) == EARLIER
     del measured["post_loads"]
     with pytest.raises(NameError, match="needs the lesson's post_loads"):
@@ -149,3 +166,19 @@ def test_the_loads_only_answer_fails_on_the_stored_run(monkeypatch):
     answer = {"list_task_ms": 51.3, "proxy_speedup": 67}
     loads_only = "a list task pays only its pickle.loads"
     assert_misconception_rejected(EXERCISE, answer, loads_only, monkeypatch, **stored)
+
+
+def test_the_no_read_answer_fails_on_the_stored_run(monkeypatch):
+    """The stored run: list tasks 68 ms and proxy tasks 1.1 ms in the race (61×); pickle.dumps 15.7 ms,
+    pickle.loads 49.8 ms, section 3's fastest proxy task 922 us with one read (worked: 71×), 482 us
+    with none. Pricing the proxy task with no read gives 65 / 0.482 ≈ 135×, inside 2.5 of 61×, and
+    fails on its own rule; the worked solution passes."""
+    stored = {"every_task": 0.068, "proxy": 0.00111, "installed": 0.000045,
+              "dumps": 0.0157, "loads": 0.0498, "proxy_one_read": 0.000922, "proxy_no_read": 0.000482}
+    answer = {"list_task_ms": 65, "proxy_speedup": 135}
+    no_read = "a proxy is cheap to send, so its task costs section 3's task with no read"
+    assert any(a == answer and m.startswith(no_read) for a, m in EXERCISE.misconceptions)
+    assert_misconception_rejected(EXERCISE, answer, no_read, monkeypatch, **stored)
+    with pytest.raises(exercises.WrongAnswer, match="with no read .* about 140×"):
+        exercises.check(EXERCISE, answer, **stored)
+    assert exercises.check(EXERCISE, {"list_task_ms": 65, "proxy_speedup": 71}, **stored) is None
