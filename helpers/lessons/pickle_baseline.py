@@ -547,53 +547,44 @@ def loads_against_fresh(loads: Timing, fresh: float) -> str:
     return f"{loads.median / fresh:.1f}× the fresh floor"
 
 
-def trip_against_floors(trip: Timing, warm: float, fresh: float, work: float) -> str:
-    """A round trip read straight into a new NumPy array (seconds) against its copies at the floors: into
-    the pipe (warm; it can overlap the rest), out into the array (fresh), then ``work`` (the sum).
-    Compared as printed; huge pages are named when a run beat what no overlap can hide."""
-    alone = shown(fresh) + shown(work)  # the copy into the new array, then the sum: no overlap hides them
-    copies = shown(warm) + alone
-    median, pages = shown(trip.median), f": {NEW_ARRAY_PAGES}"
+def trip_against_fresh(trip: Timing, fresh: float) -> str:
+    """A round trip read straight into a new NumPy array (seconds) against one copy at the fresh floor
+    (4 KiB pages), as printed, for prose: said only when its fastest run beat that one copy, which names
+    the new array's 2 MiB pages; else empty (the trip's other copies and sum are no floor sum it is
+    bound by, on those pages)."""
     if shown(trip.min) < shown(fresh):
         return (f"; its fastest run ({format_seconds(trip.min)}) beat even one copy at the fresh floor "
-                f"({format_seconds(fresh)})" + pages)
-    if median < alone:
-        return f", under its copy at the fresh floor and the sum alone ({format_seconds(alone)})" + pages
-    at_floors = f"its two copies and the sum at the floors ({format_seconds(copies)})"
-    if median < copies:
-        return f", {format_seconds(copies - median)} under {at_floors}: its copy into the pipe overlaps them"
-    return f": {format_seconds(median - copies)} more than {at_floors}"
+                f"({format_seconds(fresh)}): {NEW_ARRAY_PAGES}")
+    return ""
 
 
-_PAGES_HELP = "its 2 MiB pages also help, not timed apart here"  # a trip into a new array, beside recv_bytes
+def pipe_grew(small: Timing, big: Timing, fresh: float, array_bytes: int, pipe_bytes: int | None,
+              big_pipe_bytes: int) -> str:
+    """The same trip (same reader, same new array) through a pipe of ``pipe_bytes`` (``small``) and of
+    ``big_pipe_bytes`` (``big``), seconds, for prose: only the pipe grew, with its fills of
+    ``array_bytes`` where ``pipe_bytes`` is known; the medians' direction as printed."""
+    from helpers.measure.units import format_bytes
+
+    fills = (f", fills {array_bytes / pipe_bytes:,.0f} → {array_bytes / big_pipe_bytes:,.0f}"
+             if pipe_bytes else "")
+    pipe = f"A {format_bytes(big_pipe_bytes)} pipe"
+    if shown(big.median) < shown(small.median):
+        head = f"{pipe} cut it to {format_seconds(big.median)} (only the pipe grew{fills})"
+    else:
+        head = (f"{pipe} took {format_seconds(big.median)} (only the pipe grew{fills}): no faster on medians "
+                f"(fastest runs {format_seconds(small.min)} and {format_seconds(big.min)})")
+    return head + trip_against_fresh(big, fresh) + ". "
 
 
-def reader_share(trip: Timing, warm: float, fresh: float, work: float, left: float) -> str:
-    """Where ``left`` (seconds: section 2's pipe stage through the big pipe beyond its copies at the
-    floors) went, for prose: this trip (``trip``, read straight into a new array, its sum ``work``
-    included) against its two copies (``warm`` into the pipe, ``fresh`` out into the array) and its sum
-    at the floors, as printed. The trip skips ``recv_bytes``; where its runs show the new array's 2 MiB
-    pages (as ``trip_against_floors`` names them), they help too, untimed apart: ``recv_bytes`` then
-    took at most ``left`` (at most what the trip's excess leaves of it), not all of it."""
-    floors = shown(warm) + shown(fresh) + shown(work)
-    pages = shown(trip.min) < shown(fresh) or shown(trip.median) < shown(fresh) + shown(work)
-    trip_words = f"At {format_seconds(trip.median)}, sum included, this trip took"
-    at_floors = f"its two copies and sum at the floors (about {format_seconds(float(f'{floors:.2g}'))})"
-    stage_words = f"section 2's {format_seconds(left)} beyond the floors"
-    over = shown(trip.median) - floors
-    if over <= 0 and pages:
-        return (f"{trip_words} no more than {at_floors}. It skips `recv_bytes`, but {_PAGES_HELP}: "
-                f"`recv_bytes` took at most {stage_words}. ")
-    if over <= 0:
-        return (f"{trip_words} no more than {at_floors}, so {stage_words} belongs to the step it skips, "
-                "`recv_bytes`. ")
-    head = f"{trip_words} {format_seconds(over)} more than {at_floors}"
-    if over < left:
-        rest = format_seconds(shown(left) - shown(over))
-        return (f"{head}: of {stage_words}, "
-                + (f"at most {rest} is left for `recv_bytes`, the step it skips ({_PAGES_HELP}). "
-                   if pages else f"about {rest} is left for the step it skips, `recv_bytes`. "))
-    return f"{head}, no less than {stage_words}: it does not single out `recv_bytes`, the step it skips. "
+def against_stage(trip: Timing, stage: Timing) -> str:
+    """The big pipe's trip (read straight into a new array, its sum included) against section 2's
+    pipe stage through the same pipe (``recv_bytes`` into new ``bytes``), seconds as printed, for prose:
+    the two differ in their reader and in their pages, which the page does not time apart."""
+    gap = shown(stage.median) - shown(trip.median)
+    took = (f"{format_seconds(abs(gap))} {'less' if gap > 0 else 'more'}" if gap else "as long")
+    return (f"Section 2's stage through that pipe took {format_seconds(stage.median)}; this trip, "
+            f"sum included, took {took}. They differ in reader (into a new array, not `recv_bytes`) "
+            "and pages (2 MiB, not 4 KiB), not timed apart here. ")
 
 
 def plot_stages(breakdown: PickleCostBreakdown, one_task: float, warm_floor: float, array_bytes: int):

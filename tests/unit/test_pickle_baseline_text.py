@@ -1,19 +1,20 @@
 """Lesson 02's wording of slicing's speed-up against its byte saving: "more than" or "less than" only
 when every statistic the page shows (medians and fastest runs, both pools) clears the margin; and of
 ``loads`` and the round trip against the fresh floor (4 KiB pages, lesson 00), as printed; and of the
-big pipe's trip against its floors, which tells where section 2's stage beyond its floors went."""
+big pipe's trip: only the pipe grew from the small pipe's trip, and against section 2's stage through
+the same pipe it differs in reader and pages, not timed apart (no floor sum it is not bound by)."""
 
 import pytest
 
 from helpers.lessons.pickle_baseline import (
     BYTES_MARGIN,
     HUGE_PAGES,
-    NEW_ARRAY_PAGES,
     against_bytes,
+    against_stage,
     loads_against_fresh,
-    reader_share,
+    pipe_grew,
     shown,
-    trip_against_floors,
+    trip_against_fresh,
 )
 from helpers.measure.timing import Timing
 
@@ -67,60 +68,41 @@ def test_loads_under_the_floor_in_every_run_names_huge_pages():
     assert wording.startswith("under the fresh floor in every run") and HUGE_PAGES in wording
 
 
-def test_a_trip_whose_fastest_run_beats_one_fresh_copy_names_huge_pages_not_overlap():
-    wording = trip_against_floors(trip(49.2, 64.2, 64.2, 65.3, 64.5), WARM, FRESH, SUM)  # the stored run
+def test_a_trip_whose_fastest_run_beats_one_fresh_copy_names_huge_pages():
+    wording = trip_against_fresh(trip(49.2, 64.2, 64.2, 65.3, 64.5), FRESH)  # the stored run
     assert wording == ("; its fastest run (49.2 ms) beat even one copy at the fresh floor (53.9 ms): "
                        "a new array asks for 2 MiB pages (see the floors)")
 
 
-def test_a_median_under_the_fresh_copy_and_the_sum_names_huge_pages_not_overlap():
-    wording = trip_against_floors(trip(55.0, 58.0, 60.0), WARM, FRESH, SUM)  # 58 ms, under 62.2 ms
-    assert wording.startswith(", under its copy at the fresh floor and the sum alone (62.2 ms)")
-    assert NEW_ARRAY_PAGES in wording and "overlap" not in wording
+@pytest.mark.parametrize("runs", [(55.0, 58.0, 60.0), (63.0, 66.0, 68.0), (80.0, 85.0, 90.0)])
+def test_a_trip_is_held_to_no_floor_sum(runs):  # its copies land in 2 MiB pages: "fresh" bounds none
+    assert trip_against_fresh(trip(*runs), FRESH) == ""
 
 
-def test_only_a_gap_the_warm_copy_can_hide_is_put_down_to_overlap():
-    wording = trip_against_floors(trip(63.0, 66.0, 68.0), WARM, FRESH, SUM)
-    assert wording == (", 7.4 ms under its two copies and the sum at the floors (73.4 ms): "
-                       "its copy into the pipe overlaps them")
+MiB = 1 << 20
+SMALL_TRIP, BIG_TRIP = trip(125.0, 136.0, 137.0), trip(49.2, 64.2, 65.3)  # stored: 64 KiB and 1 MiB pipes
 
 
-def test_a_trip_over_its_floors_says_by_how_much():
-    wording = trip_against_floors(trip(80.0, 85.0, 90.0), WARM, FRESH, SUM)
-    assert wording == ": 11.6 ms more than its two copies and the sum at the floors (73.4 ms)"
+def test_only_the_pipe_grew_between_the_two_trips():
+    assert pipe_grew(SMALL_TRIP, BIG_TRIP, FRESH, 128 * MiB, 65536, MiB) == (
+        "A 1 MiB pipe cut it to 64.2 ms (only the pipe grew, fills 2,048 → 128); its fastest run "
+        "(49.2 ms) beat even one copy at the fresh floor (53.9 ms): a new array asks for 2 MiB pages "
+        "(see the floors). ")
 
 
-LEFT = 50 * MS  # section 2's stage through the 1 MiB pipe beyond its copies at the floors
-STORED_SUM = 8.35 * MS  # the stored run's np.sum of the array alone
-AT_FLOORS = "its two copies and sum at the floors (about 73 ms)"  # 11.2 + 53.9 + 8.35 ms, at their precision
-STAGE = "section 2's 50 ms beyond the floors"
-PAGES = "its 2 MiB pages also help, not timed apart here"
+def test_a_big_pipe_no_faster_on_medians_says_so_and_gives_the_fastest_runs():
+    assert pipe_grew(trip(60.0, 64.2, 65.0), trip(58.0, 64.2, 66.0), FRESH, 128 * MiB, None, MiB) == (
+        "A 1 MiB pipe took 64.2 ms (only the pipe grew): no faster on medians "
+        "(fastest runs 60 ms and 58 ms). ")
 
 
-def test_a_trip_within_its_floors_on_2_mib_pages_leaves_the_reader_at_most_the_stage():
-    assert reader_share(trip(49.2, 64.2, 65.3), WARM, FRESH, STORED_SUM, LEFT) == (  # the stored run
-        f"At 64.2 ms, sum included, this trip took no more than {AT_FLOORS}. It skips `recv_bytes`, "
-        f"but {PAGES}: `recv_bytes` took at most {STAGE}. ")
-
-
-def test_a_trip_within_its_floors_and_no_faster_than_them_apart_leaves_the_stage_to_the_reader():
-    assert reader_share(trip(63.0, 64.2, 65.3), WARM, FRESH, STORED_SUM, LEFT) == (
-        f"At 64.2 ms, sum included, this trip took no more than {AT_FLOORS}, so {STAGE} belongs to the step "
-        "it skips, `recv_bytes`. ")
-    assert reader_share(trip(73.0, 73.45, 74.0), WARM, FRESH, STORED_SUM, LEFT).startswith(  # printed 73.5 ms
-        "At 73.5 ms, sum included, this trip took 50 µs more than")
-
-
-def test_a_trip_over_its_floors_leaves_the_reader_only_the_rest():
-    assert reader_share(trip(80.0, 84.2, 90.0), WARM, FRESH, STORED_SUM, LEFT) == (
-        f"At 84.2 ms, sum included, this trip took 10.8 ms more than {AT_FLOORS}: of {STAGE}, about 39.2 ms "
-        "is left for the step it skips, `recv_bytes`. ")
-    assert reader_share(trip(49.2, 84.2, 90.0), WARM, FRESH, STORED_SUM, LEFT) == (
-        f"At 84.2 ms, sum included, this trip took 10.8 ms more than {AT_FLOORS}: of {STAGE}, "
-        f"at most 39.2 ms is left for `recv_bytes`, the step it skips ({PAGES}). ")
-
-
-def test_a_trip_as_far_over_its_floors_as_the_stage_singles_out_nothing():
-    assert reader_share(trip(140.0, 144.2, 150.0), WARM, FRESH, STORED_SUM, LEFT) == (
-        f"At 144 ms, sum included, this trip took 70.6 ms more than {AT_FLOORS}, no less than {STAGE}: "
-        "it does not single out `recv_bytes`, the step it skips. ")
+def test_the_trip_against_section_2s_stage_gives_the_gap_and_leaves_reader_and_pages_together():
+    stage = trip(160.0, 169.0, 175.0)
+    wording = against_stage(BIG_TRIP, stage)  # the stored run: 169 - 64.2 ms as printed
+    assert wording == (
+        "Section 2's stage through that pipe took 169 ms; this trip, sum included, took 105 ms less. "
+        "They differ in reader (into a new array, not `recv_bytes`) and pages (2 MiB, not 4 KiB), "
+        "not timed apart here. ")
+    assert "took 11 ms more." in against_stage(trip(170.0, 179.8, 185.0), stage)  # printed 180 ms
+    assert "took as long." in against_stage(stage, stage)
+    assert "floor" not in wording
