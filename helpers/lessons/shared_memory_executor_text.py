@@ -53,8 +53,9 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
     """Section 5's *What to see* (three paragraphs, medians as in the figure) and conclusion: the
     stdlib's warm echo against ours and floor (a), a first call against its new segment and copy
     alone (``first_segments``, timed in turns with the first calls; of its excess, an echo already
-    shared prices the message and the attach, the rest is not timed apart); echoes already shared at two
-    sizes; a sum read by the worker, and ``x + 1`` against its parts (a sum's call less the sum,
+    shared prices the message and the attach, the rest is not timed apart); echoes already shared at
+    two sizes (the figure's line named as the big size's floor (a), the small bar set against its
+    own); a sum read by the worker, and ``x + 1`` against its parts (a sum's call less the sum,
     ``x + 1`` here, section 2's new segment made and unlinked)."""
     extra = firsts.median - first_segments.median  # a first call less its segment and copy alone
     spread = max(firsts.iqr, first_segments.iqr)
@@ -72,7 +73,8 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
     beat_b = firsts.median < parts.new_segment.median
     bulk = (f" It beat floor (b) ({format_seconds(parts.new_segment.median)}): the pool reserves pages in "
             "bulk, as `copy_of` does." if beat_b else "")
-    first = (f"A first call (segment pool emptied) makes a segment: "
+    first = (f"A first call (segment pool emptied), or any call while a kept result views the segment, makes "
+             f"a segment: "
              f"{format_seconds(firsts.median)}{iqrs[0]}, against {format_seconds(first_segments.median)}"
              f"{iqrs[1]} for that segment and copy alone{added}.{bulk}")
     carried = new_parts.read.median - new_parts.sum_here.median  # a warm sum's call less the sum itself
@@ -90,14 +92,18 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
             f"; {format_seconds(rest)} not broken down." if rest > 0 else
             f", {round(100 * off)}% more than the call.")
     grew = ours.shared.median - ours_small.shared.median  # what the larger size added
+    small_floor = ours_small.warm_copy.median  # floor (a) at the small size, timed in turns with its echoes
     shared = (f"Already shared, an echo took {format_seconds(ours.shared.median)} at "
               f"{format_bytes(array_bytes)} and {format_seconds(ours_small.shared.median)} at "
               f"{format_bytes(small_bytes)}: {about(array_bytes / small_bytes)}× the bytes "
-              + (f"{f'added {format_seconds(grew)}' if grew > 0 else 'took no longer'}; a warm copy of the "
-                 f"array takes {format_seconds(parts.warm.median)}. Nothing is copied: the message and "
-                 "mapping the segment cost this."
+              + (f"{f'added {format_seconds(grew)}' if grew > 0 else 'took no longer'}. Nothing is copied: "
+                 "the message and mapping the segment cost this."
                  if grew < 0.5 * parts.warm.median else
-                 f"added {format_seconds(grew)}, against a warm copy's {format_seconds(parts.warm.median)}."))
+                 f"added {format_seconds(grew)}.")
+              + f" The figure's line is {format_bytes(array_bytes)}'s floor (a), "
+                f"{format_seconds(parts.warm.median)}; the {format_bytes(small_bytes)} bar took "
+                f"{about(ours_small.shared.median / small_floor)}× {format_bytes(small_bytes)}'s floor (a) "
+                f"({format_seconds(small_floor)}, above).")
     unexplained = max(ours.warm.median - parts.warm.median - ours.shared.median, 0.0)  # warm echo's rest
     # the faults, two ways: a shared (warm) sum less the sum and a shared (warm) echo
     faults = sorted(max(call - new_parts.sum_here.median - echo, 0.0) for call, echo in (
@@ -106,7 +112,7 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
         f"*What to see* (medians): a warm echo took {format_seconds(stdlib.warm.median)} "
         f"through the stdlib ({len(stdlib.warm.runs)} calls after a first one), "
         f"**{about(stdlib.warm.median / ours.warm.median)}×** ours ({format_seconds(ours.warm.median)}, "
-        f"{about(ours.warm.median / parts.warm.median)}× floor (a)). {first}"
+        f"{about(ours.warm.median / parts.warm.median)}× floor (a), each result dropped). {first}"
         f"\n\n{shared}"
         f"\n\nA sum took {format_seconds(new_parts.read.median)} warm, "
         f"{format_seconds(new_parts.read_shared.median)} already shared and "
@@ -129,8 +135,7 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
            if ours.warm.median < parts.warm.median + ours.shared.median
            else f"about the copy plus the message ({format_seconds(parts.warm.median)} + "
                 f"{format_seconds(ours.shared.median)})")
-        + ". Shared once: the message. Reading "
-        "the array adds the worker's page faults; a new big result, a new segment.")
+        + ". Shared once: the message; reading adds page faults.")
 
 
 def small_echo_line(ours_small: RoundTrips, small_bytes: int) -> str:
@@ -159,8 +164,9 @@ def warm_echo_takeaway(ours: RoundTrips, ours_small: RoundTrips, parts: CallAndP
              "each cost about as many times its floor")
     return (f"- Warm segments cut an echo of {format_bytes(array_bytes)} to {about(big)}× floor (a) and one "
             f"of {format_bytes(small_bytes)} to {about(small)}× its floor (a): {trend}. Already shared: "
-            "the message; reading adds page faults (section 5). A hand-built swap (section 2) or a new big "
-            "result (`x + 1`, section 5) pays for a new segment every call.")
+            "the message; reading adds page faults (section 5). A hand-built swap (section 2), a new big "
+            "result (`x + 1`) or keeping results that view their arguments (section 5) pays for a new "
+            "segment every call.")
 
 
 def too_big_limits(claimed_bytes: int, shm_free: int | None, available: int) -> str:
