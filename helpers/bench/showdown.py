@@ -558,11 +558,16 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
     slowest_there = {c.label: _slowest_of_zero_copy(c) for c in references}
     if len(set(slowest_there.values())) == 1:
         only = slowest_there[references[0].label]
-        where = (f" was `{only}` at every size ({_sizes(references, 1)} the fastest's time"
-                 f"{_first(references)})")
+        tied = {c.label: _within_noise_of(c, only)[:1] for c in references}  # section 3's rule: the runner-up
+        where = (f" was `{only}`" + ("" if any(tied.values()) else " at every size")
+                 + f" ({_sizes(references, 1)} the fastest's time{_first(references)})")
+        for near in dict.fromkeys(names for names in tied.values() if names):  # not ranked there
+            at = [c for c in references if tied[c.label] == near]
+            where += (", tied with " + " and ".join(f"`{n}`" for n in near)
+                      + ("" if len(at) == len(references) else f" at {_size_list(at)}"))
     else:
         where = f" took {_sizes(references, 1, slowest_there)} the fastest's time{_first(references)}"
-    text = f"**Close together.** There the slowest zero-copy way{where}"
+    text = f"**Close together.** There the slowest of the claim's four ways{where}"
     failed = {slowest_there[c.label] for c in references if c.claims[1].holds is False}
     if "shared_memory" in failed:
         text += ": each `SharedMemory` task maps the segment afresh (lesson 07)"
@@ -610,6 +615,20 @@ def _close_together(columns: Sequence[ClaimColumn], noisy: list[bool]) -> str:
     return f"{text}. This run: {_factor(here.claims[1].factor)}×, {how}."
 
 
+def _within_noise_of(column: ClaimColumn, slowest: str) -> tuple[str, ...]:
+    """The claim's other ways under ``NOISE_FACTOR`` of ``slowest``'s fan-out in ``column``, slowest first:
+    not ranked below it (cold read 11, F3)."""
+    return tuple(sorted((name for name in BLOG_ZERO_COPY if name in column.medians and name != slowest
+                         and column.medians[name] * NOISE_FACTOR > column.medians[slowest]),
+                        key=column.medians.__getitem__, reverse=True))
+
+
+def _size_list(columns: Sequence[ClaimColumn]) -> str:
+    """'16 MiB and 128 MiB': the columns' sizes, in order."""
+    names = [format_bytes(c.size_bytes) for c in columns]
+    return " and ".join(names) if len(names) == 2 else _and(names)
+
+
 def _where_it_failed(references: Sequence[ClaimColumn]) -> str:
     """' at 16 MiB and 1 GiB (it held at 128 MiB)': the reference's sizes where the close-together claim
     failed, and those where it held; "" when it failed at every size."""
@@ -617,11 +636,8 @@ def _where_it_failed(references: Sequence[ClaimColumn]) -> str:
     if not held:
         return ""
 
-    def sizes(columns: Sequence[ClaimColumn]) -> str:
-        names = [format_bytes(c.size_bytes) for c in columns]
-        return " and ".join(names) if len(names) == 2 else _and(names)
     failed = [c for c in references if c.claims[1].holds is False]
-    return f" at {sizes(failed)} (it held at {sizes(held)})"
+    return f" at {_size_list(failed)} (it held at {_size_list(held)})"
 
 
 def _slowest_near(column: ClaimColumn, slowest: str, near: Sequence[str]) -> str:
@@ -867,8 +883,7 @@ def pss_under_shm(results: Sequence) -> str:
             continue
         text = (f"`{name}`'s PSS + ({format_arrays(pss)}) reads {gap:.2f} of an array under its shm + "
                 f"({format_arrays(shm)})")
-        parts.append(text + (": a gap within the PSS measure's noise (the processes' other memory moves "
-                             "between the idle and the holding window), so read both as one array"
+        parts.append(text + (": a gap within the PSS measure's noise, so read both as one array"
                              if _whole(pss) == _whole(shm) == 1 else
                              f": a gap within the PSS measure's noise, so read both as {_whole(shm)} arrays"
                              if _whole(pss) == _whole(shm) else ": a gap this run does not explain"))
@@ -1222,7 +1237,7 @@ def _hypothesis(fan: dict[str, float], joblib_dump: float | None = None, n_worke
                        else f"at least {_at_least(low)}× as long as")  # no hair's-breadth verdict
                       + f" {listed(band)}" for band, low in bands])
         per_task_copy = f", which {_verb(beaten, 'copies', 'copy')} it per task"
-        text += (f", whose {n_workers} copies (one per task) go into warm pooled segments, about 1× "
+        text += (", whose copies per task go into warm pooled segments, about 1× "
                  "floor (a) each (lesson 08)" if cause else per_task_copy)
         warm_said = warm_said or bool(cause)
         if "ray_by_value" in beaten and RAY_MEASURED in fan and "ray_by_value" not in said_after:
@@ -1271,8 +1286,8 @@ def _executor_split(fan: dict[str, float], n_workers: int, far: Sequence[str] = 
     what is left is said not timed apart. ``warm_said``: the copies were described already."""
     flag = f" ({FAR_OFF_SAID})" if "executor" in far else ""
     executor = f"`executor`'s {fan['executor']:.3g}×{flag}"
-    copies = (f"its {n_workers} warm copies" if warm_said else
-              f"its {n_workers} copies into warm pooled segments (about 1× floor (a) each, lesson 08)")
+    copies = ("its warm copies" if warm_said else  # no count: the exercise asks it (cold read 11, F1)
+              "its copies into warm pooled segments (about 1× floor (a) each, lesson 08)")
     if "shared_memory" not in fan:
         return f"{executor}: {copies}, and per task a segment mapped afresh; no split is timed here"
     shared = f"`shared_memory`'s {fan['shared_memory']:.3g}× ({MAPS_AFRESH})"
@@ -1411,7 +1426,7 @@ def takeaways_markdown(results: Sequence, floors: tuple[Timing, Timing], referen
     if piped and mapped and min(fan[n] for n in piped) >= NOISE_FACTOR * max(fan[n] for n in mapped):
         text = (f"- Pickling per task is dear: per fan-out at {format_bytes(results[0].array_bytes)} here, "
                 f"{' and '.join(f'`{n}`' for n in piped)} took "
-                f"{span(piped)} floor (a); one shared copy, mapped, {span(mapped)}"
+                f"{span(piped)} floor (a); mapping a segment or file, {span(mapped)}"
                 f"{_put_once_outside(results, floors, references)}.")
         shared = [name for name in COPY_PER_TASK_SHARED if name in fan]
         # section 5 does not compare a by value run after ray.put (a head start): nor does this line

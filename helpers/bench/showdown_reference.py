@@ -48,6 +48,7 @@ class Reference:
     skipped: dict[str, str]
     pss_added: dict[str, float | None] = field(default_factory=dict)
     setup_s: dict[str, float | None] = field(default_factory=dict)  # seconds, by strategy name
+    floor_fresh_s: float | None = None  # floor (b): a copy into a new segment, seconds (None: not stored)
 
     @property
     def fan_out_ran(self) -> dict[str, float]:
@@ -72,6 +73,14 @@ def _floor(rows: list[dict], size: int, data: dict) -> float | None:
         entry = floors.get(str(size), floors)
         warm = entry.get("warm") or entry.get("floor_warm") or entry.get("warm_s")
         return warm.get("median_s") if isinstance(warm, dict) else warm
+    return None
+
+
+def _floor_fresh(rows: list[dict], size: int) -> float | None:
+    """Floor (b)'s median seconds at ``size`` (a copy into a new shm segment), or None."""
+    for row in rows:
+        if row.get("name") in ("floor_fresh_shm", "floor_b") and row.get("size_bytes") == size:
+            return row.get("median_s")
     return None
 
 
@@ -122,7 +131,8 @@ def load_reference(path: Path, size_bytes: int) -> Reference:
         skipped={row["name"]: row["skipped"] for row in at_size if row.get("skipped")},
         pss_added={row["name"]: None if row.get("pss_added_bytes") is None or row.get("skipped")
                    else row["pss_added_bytes"] / size for row in at_size},
-        setup_s={row["name"]: None if row.get("skipped") else row.get("setup_s") for row in at_size})
+        setup_s={row["name"]: None if row.get("skipped") else row.get("setup_s") for row in at_size},
+        floor_fresh_s=_floor_fresh(rows, size))
 
 
 def load_newest(size_bytes: int, folder: Path = RESULTS) -> Reference | str:
@@ -284,6 +294,23 @@ def _and(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def _new_pages(floors: tuple[Timing, Timing], reference: Reference, speed: float) -> str:
+    """'; into a new segment only 1.3× faster (floor (b): 14.9× floor (a) here, 4.82× there): new pages
+    cost relatively more here': floor (b) over floor (a) on each machine, worded by the measured
+    direction (cold read 11, F2); "" where the reference stores no floor (b) at that size."""
+    fresh_there = reference.floor_fresh_s
+    if not fresh_there or floors[1].median is None:
+        return ""
+    here, there = floors[1].median / floors[0].median, fresh_there / reference.floor_warm_s
+    fresh_speed = speed * there / here  # our new-segment copy rate over theirs
+    fresh = (f"{format_ratio(fresh_speed)}× faster" if fresh_speed >= 1
+             else f"{format_ratio(1 / fresh_speed)}× slower")
+    only = "only " if fresh_speed >= 1 and here > there else ""
+    return (f"; into a new segment {only}{fresh} (floor (b): {here:.3g}× floor (a) here, "  # as the table
+            f"{there:.3g}× there): new pages cost relatively {'more' if here > there else 'less'} "
+            "here")
+
+
 def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference: Reference | str | None,
                     here: str | None = None) -> str:
     """Markdown: floor (a) in this run (on ``here``: the host and today's date unless given) and in
@@ -308,11 +335,10 @@ def floors_markdown(results: Sequence, floors: tuple[Timing, Timing], reference:
     median = statistics.median(ratios.values())
     low, high = min(ratios, key=ratios.__getitem__), max(ratios, key=ratios.__getitem__)
     there = format_seconds(reference.floor_warm_s)
-    if speed >= 1 and median > 1:  # fixed costs sped up less than copying: every ratio reads higher here
+    if speed >= 1 and median > 1:  # ratios read higher here: floor (b) beside it, no other cause timed apart
         return (f"This run's machine copies {factor}× faster than the reference's (floor (a): "
-                f"{format_seconds(warm)} here; {there} on {_where(reference)}); its "
-                "start-ups and "
-                f"messages sped up less, so ratios here run higher "
+                f"{format_seconds(warm)} here; {there} on {_where(reference)})"
+                + _new_pages(floors, reference, speed) + "; ratios here run higher "
                 f"({format_ratio(median)}× the reference's at the median). Compare orders, not ratios: "
                 + _orders_kept(results, reference) + _far_off(results, warm, reference) + ".")
     text = (f"Floor (a): {format_seconds(warm)} in this run ({here}), {there} in the reference "
