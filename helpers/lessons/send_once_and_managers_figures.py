@@ -196,7 +196,7 @@ def start_up_model_table(n_workers: int, pickling: float, unpickling: float, siz
 def start_up_against_model(n_workers: int, pickling: float, unpickling: float, sizes: Sequence[int],
                            added: Sequence[float | None]) -> str:
     """The model of ``start_up_model_table`` in a sentence: its sum at the largest size against what
-    was measured there (near it: "the model fits a large object"), then how the smallest size bore it
+    was measured there (near it: "the model fits at" the largest size), then how the smallest size bore it
     out (every figure rounded as printed): where it falls short there, how much of that start-up is
     a part the model leaves out ("most" past half)."""
     model, took = _start_up_model(n_workers, pickling, unpickling, sizes, added)
@@ -215,7 +215,7 @@ def start_up_against_model(n_workers: int, pickling: float, unpickling: float, s
     if smaller[0] == "near it":
         return text + f"; scaled by size (printed above), near it at {smallest} too."
     if fits == "near it":
-        text = text.removesuffix(", near it") + ": the model fits a large object"
+        text = text.removesuffix(", near it") + f": the model fits at {format_bytes(sizes[-1])}"
     gap = took[0] - model[0]  # as printed
     share = "most" if gap > took[0] / 2 else "some"
     return text + (f". At {smallest}, scaled by size, it leaves {share} of the start-up to a part not broken "

@@ -24,8 +24,8 @@ def test_the_start_up_model_is_printed_at_every_size_from_the_rounded_parts():
 
 def test_the_start_up_sentence_sums_the_printed_parts_and_names_what_the_model_leaves_out():
     assert figures.start_up_against_model(*STORED) == (
-        "2 × (190 ms + 97 ms, section 1) = 570 ms at 128 MiB, measured 580 ms: the model fits a large "
-        "object. At 8 MiB, scaled by size, it leaves most of the start-up to a part not broken down here: "
+        "2 × (190 ms + 97 ms, section 1) = 570 ms at 128 MiB, measured 580 ms: the model fits at 128 "
+        "MiB. At 8 MiB, scaled by size, it leaves most of the start-up to a part not broken down here: "
         "54 ms of 90 ms.")
     some = figures.start_up_against_model(2, 0.1932, 0.0971, SIZES, [0.06, 0.1688, 0.5611])
     assert some.endswith("leaves some of the start-up to a part not broken down here: 24 ms of 60 ms.")
