@@ -370,6 +370,7 @@ def globals_after_use() -> dict[str, bool]:
             (line.split("\t") for line in result.stdout.splitlines())}
 
 
+KILLED_TASK_SECONDS = 60.0  # how long each task of KILLED_PROGRAM sleeps, holding the array
 KILLED_PROGRAM = """
     import multiprocessing as mp, sys, threading
     from concurrent.futures import ProcessPoolExecutor
@@ -380,12 +381,14 @@ KILLED_PROGRAM = """
     array = np.random.default_rng(7).random(n_items)
     if way == "executor":
         executor = SharedMemoryExecutor(n_tasks, mp.get_context("spawn"))
-        futures = [executor.submit(shared_memory_executor.announce_then_sleep, array, 60.0)
+        futures = [executor.submit(shared_memory_executor.announce_then_sleep, array,
+                                   shared_memory_executor.KILLED_TASK_SECONDS)
                    for _ in range(n_tasks)]
         futures[0].result()
     else:
         pool = ProcessPoolExecutor(n_tasks, mp_context=mp.get_context("spawn"))
-        task = (pool, shared_memory_executor.announce_then_sleep, array, 60.0)
+        task = (pool, shared_memory_executor.announce_then_sleep, array,
+                shared_memory_executor.KILLED_TASK_SECONDS)
         calls = [threading.Thread(target=shared_memory_executor.submit_with_handles, args=task)
                  for _ in range(n_tasks)]
         for call in calls:

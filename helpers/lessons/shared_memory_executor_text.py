@@ -73,10 +73,10 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
     beat_b = firsts.median < parts.new_segment.median
     bulk = (f" It beat floor (b) ({format_seconds(parts.new_segment.median)}): the pool reserves pages in "
             "bulk, as `copy_of` does." if beat_b else "")
-    first = (f"A first call (segment pool emptied), or any call while a kept result views the segment, makes "
-             f"a segment: "
+    first = (f"A first call (segment pool emptied) makes a segment: "
              f"{format_seconds(firsts.median)}{iqrs[0]}, against {format_seconds(first_segments.median)}"
-             f"{iqrs[1]} for that segment and copy alone{added}.{bulk}")
+             f"{iqrs[1]} for that segment and copy alone{added}.{bulk} A call while a kept "
+             "result views its segment makes one too (section 3's rule; not timed).")
     carried = new_parts.read.median - new_parts.sum_here.median  # a warm sum's call less the sum itself
     new_sum = carried + new_parts.compute.median + parts.copy_of.median + parts.release.median
     rest = ours_new.median - new_sum  # what the parts, timed apart, leave of the call
@@ -112,7 +112,8 @@ def round_trips_what_to_see(stdlib: RoundTrips, ours: RoundTrips, ours_small: Ro
         f"*What to see* (medians): a warm echo took {format_seconds(stdlib.warm.median)} "
         f"through the stdlib ({len(stdlib.warm.runs)} calls after a first one), "
         f"**{about(stdlib.warm.median / ours.warm.median)}×** ours ({format_seconds(ours.warm.median)}, "
-        f"{about(ours.warm.median / parts.warm.median)}× floor (a), each result dropped). {first}"
+        f"{about(ours.warm.median / parts.warm.median)}× floor (a), each result dropped by "
+        f"`time_round_trips`). {first}"
         f"\n\n{shared}"
         f"\n\nA sum took {format_seconds(new_parts.read.median)} warm, "
         f"{format_seconds(new_parts.read_shared.median)} already shared and "
@@ -165,7 +166,7 @@ def warm_echo_takeaway(ours: RoundTrips, ours_small: RoundTrips, parts: CallAndP
     return (f"- Warm segments cut an echo of {format_bytes(array_bytes)} to {about(big)}× floor (a) and one "
             f"of {format_bytes(small_bytes)} to {about(small)}× its floor (a): {trend}. Already shared: "
             "the message; reading adds page faults (section 5). A hand-built swap (section 2), a new big "
-            "result (`x + 1`) or keeping results that view their arguments (section 5) pays for a new "
+            "result (`x + 1`) or, by section 3's rule, kept results viewing their arguments pay for a new "
             "segment every call.")
 
 
@@ -176,7 +177,7 @@ def too_big_limits(claimed_bytes: int, shm_free: int | None, available: int) -> 
     size = f"one float broadcast to {format_bytes(claimed_bytes)}"
     if shm_free is None:
         return f"{size}; this machine has no /dev/shm"
-    over_shm = (f"about {format_bytes(claimed_bytes - shm_free)} more than the {format_bytes(shm_free)} "
+    over_shm = (f"about {format_bytes(claimed_bytes - shm_free)} over the {format_bytes(shm_free)} "
                 "free in /dev/shm")
     if available == sys.maxsize:
         return f"{size}: {over_shm}; this machine does not say how much memory is available"

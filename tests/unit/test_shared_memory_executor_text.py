@@ -41,10 +41,12 @@ def test_the_round_trips_paragraph_adds_up_the_parts_of_x_plus_one():
     new_parts = NewResultParts(ms(35, 35, 35), ms(26, 26, 26), ms(7, 7, 7), ms(11, 11, 11))
     said = text.round_trips_what_to_see(trips, ours, small, FIRSTS, ALONE, new_parts, ms(148, 148, 148),
                                         parts(ms(102, 103, 104), ms(101, 102, 103)), 128 * MiB, 8 * MiB)
-    assert "**100×** ours (8 ms, 1.1× floor (a), each result dropped)." in said
-    assert ("A first call (segment pool emptied), or any call while a kept result views the segment, "
-            "makes a segment: 75 ms (IQR 4 ms), against 72 ms (IQR 1 ms) for that segment and copy alone: "
-            "equal within their spread; the message (400 µs) does not show.") in said
+    assert "**100×** ours (8 ms, 1.1× floor (a), each result dropped by `time_round_trips`)." in said
+    assert ("A first call (segment pool emptied) makes a segment: 75 ms (IQR 4 ms), against 72 ms (IQR 1 ms) "
+            "for that segment and copy alone: equal within their spread; the message (400 µs) does not "
+            "show.") in said
+    assert ("as `copy_of` does. A call while a kept result views its segment makes one too "
+            "(section 3's rule; not timed).") in said
     assert "**Conclusion.** Warm (1.1× floor (a)): the copy, the message and 600 µs not timed apart" in said
     assert ("16× the bytes added 100 µs. Nothing is copied: the message and mapping the segment cost this. "
             "The figure's line is 128 MiB's floor (a), 7 ms; the 8 MiB bar took 0.75× 8 MiB's floor (a) "
@@ -124,8 +126,8 @@ def test_the_warm_echo_takeaway_words_which_size_paid_more_floors_from_this_runs
     assert takeaway(1, 0.4) == (
         "- Warm segments cut an echo of 128 MiB to 1.1× floor (a) and one of 8 MiB to 2.5× its floor (a): "
         "the smaller array cost more times its floor. Already shared: the message; reading adds page faults "
-        "(section 5). A hand-built swap (section 2), a new big result (`x + 1`) or keeping results that view "
-        "their arguments (section 5) pays for a new segment every call.")
+        "(section 5). A hand-built swap (section 2), a new big result (`x + 1`) or, by section 3's rule, "
+        "kept results viewing their arguments pay for a new segment every call.")
     assert "to 10× its floor (a): the smaller array cost more times its floor." in takeaway(1, 0.1)
     assert "to 1× its floor (a): the smaller array cost fewer times its floor." in takeaway(0.4, 0.4)
     assert "to 1.2× its floor (a): each cost about as many times its floor." in takeaway(0.48, 0.4)
@@ -141,10 +143,10 @@ def test_the_small_echo_line_gives_the_figures_the_takeaway_quotes():
 def test_the_too_big_line_gives_the_shortfall_and_says_which_checks_failed():
     free = 24 * 1024 * MiB  # prints as the array does: the shortfall is what tells them apart
     both = text.too_big_limits(free + MiB, free, 22 * 1024 * MiB)
-    assert both == ("one float broadcast to 24 GiB: about 1 MiB more than the 24 GiB free in /dev/shm, "
+    assert both == ("one float broadcast to 24 GiB: about 1 MiB over the 24 GiB free in /dev/shm, "
                     "and more than the 22 GiB of memory available: both checks failed")
     shm_only = text.too_big_limits(65 * MiB, 64 * MiB, 2048 * MiB)
-    assert shm_only == ("one float broadcast to 65 MiB: about 1 MiB more than the 64 MiB free in /dev/shm, "
+    assert shm_only == ("one float broadcast to 65 MiB: about 1 MiB over the 64 MiB free in /dev/shm, "
                         "within the 2 GiB of memory available: only /dev/shm's check failed")
     untold = text.too_big_limits(65 * MiB, 64 * MiB, sys.maxsize)
     assert untold.endswith("; this machine does not say how much memory is available")
