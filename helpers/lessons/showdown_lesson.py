@@ -21,14 +21,15 @@ from helpers.lessons.exercises import Exercise
 
 CHOICES = ("fork_cow", "send_once", "sharedctypes", "memmap_tmpfs", "shared_memory", "executor")
 # How each way of ``CHOICES`` gets the array to the workers, as its lesson built it (lessons 03 to 08),
-# printed where the lesson lists the ways, before the exercise: the mechanism, never the count.
+# printed where the lesson lists the ways, before the exercise: the API or mechanism and its lesson,
+# never how many copies or per what (cold read 11, round 5: the old lines read off the answer).
 HOW = {
-    "send_once": "sent to each worker as it starts",
-    "fork_cow": "the workers inherit the parent's pages at fork",
-    "sharedctypes": "a shared ctypes array, filled before the pool",
-    "memmap_tmpfs": "a file in /dev/shm that each task maps",
-    "shared_memory": "a segment each task attaches (below)",
-    "executor": "a copy per submit into a pooled segment",
+    "send_once": "the pool's initializer argument (lesson 03)",
+    "fork_cow": "a module global the workers inherit at fork (lesson 04)",
+    "sharedctypes": "a sharedctypes RawArray made before the pool (lesson 05)",
+    "memmap_tmpfs": "np.memmap of a file in /dev/shm (lesson 06)",
+    "shared_memory": "a SharedMemory segment each task attaches by name (lesson 07)",
+    "executor": "SharedMemoryExecutor.submit (lesson 08)",
 }
 # The ways whose every worker holds a copy of its own while it holds the array: send_once's
 # initializer copy, and the executor's private copy per submit (one submit per worker).

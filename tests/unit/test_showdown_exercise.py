@@ -108,6 +108,12 @@ def test_each_way_asked_is_described_before_the_question_by_its_mechanism_never_
     names; section 1 now prints how each shares (``HOW``), with no count of arrays in it."""
     import re
 
+    from helpers.bench import strategies
+
     assert set(showdown_lesson.HOW) == set(showdown_lesson.CHOICES)
     for name, how in showdown_lesson.HOW.items():
-        assert not re.search(r"\d|\b(N|one|two|none|zero|no|once|twice|per worker)\b", how), (name, how)
+        # round 5: the API or mechanism and its lesson, never how many copies or per what
+        assert how.endswith(f" (lesson {strategies.STRATEGIES[name].lesson})"), (name, how)
+        mechanism = how.removesuffix(f" (lesson {strategies.STRATEGIES[name].lesson})")
+        assert not re.search(r"\d|\b(N|one|two|none|zero|no|once|twice|per|each worker|cop(y|ies))\b",
+                             mechanism, re.I), (name, how)
