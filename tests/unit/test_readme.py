@@ -69,3 +69,14 @@ def test_the_top_figure_shows_the_references_times_without_lesson_11s_exercise_a
     mine, theirs = matplotlib.image.imread(drawn), matplotlib.image.imread(shown)
     assert mine.shape == theirs.shape and abs(mine - theirs).mean() < 0.01, \
         "the README's figure is not what python -m tools.readme_figure draws from the reference: rerun it"
+
+
+def test_the_reference_runs_wall_time_is_the_one_its_results_file_records():
+    import json
+
+    said = re.search(r"The reference run at [^.]*? took (\d+) s on the reference VM", README)
+    assert said, "the README no longer says how long the strategies reference run took"
+    (results_file,) = sorted((ROOT / "results").glob("vm-*-strategies.json"))
+    recorded = json.loads(results_file.read_text())["wall_seconds"]
+    assert int(said.group(1)) == round(recorded), \
+        f"README says {said.group(1)} s, {results_file.name} records {recorded:.1f} s"
